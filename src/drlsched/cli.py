@@ -1,0 +1,45 @@
+"""The `drlsched` command line: every subcommand registers itself from its own module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from drlsched import __version__
+from drlsched.errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 with usage on bad arguments; keep that, but prefix our name consistently."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from drlsched import cli_sim
+    from drlsched.testbed import cli as testbed_cli
+
+    parser = _Parser(prog="drlsched", description="Learned pod placement for Kubernetes, and its simulator.")
+    parser.add_argument("--version", action="version", version=f"drlsched {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (cli_sim, testbed_cli):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"drlsched: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("drlsched: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
