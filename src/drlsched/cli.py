@@ -17,11 +17,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from drlsched import cli_sim
     from drlsched.testbed import cli as testbed_cli
+    from drlsched.traces import cli as traces_cli
 
     parser = _Parser(prog="drlsched", description="Learned pod placement for Kubernetes, and its simulator.")
     parser.add_argument("--version", action="version", version=f"drlsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cli_sim, testbed_cli):
+    for module in (cli_sim, traces_cli, testbed_cli):
         module.register(sub)
     return parser
 
