@@ -1,19 +1,147 @@
-"""Readers for public cluster traces, producing `drlsched.workload.Workload` (placeholder until issue 3 lands)."""
+"""Readers for public cluster traces, producing `drlsched.workload.Workload`.
+
+`load_trace` reads a trace once into an arrival-sorted Parquet store (kept under `--cache DIR`, else in a
+temporary directory that lives as long as the workload), then streams the selected window from it. The
+returned `Workload.pods` can be iterated several times (one replay per policy), each time from disk.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from drlsched.errors import UserError
-from drlsched.workload import Workload
+from drlsched.traces import alibaba_v2018, google_2019, openb_v2023, pai_v2020, spar_v2018, store
+from drlsched.traces.context import Context
+from drlsched.traces.csvio import BadRows
+from drlsched.traces.files import discover
+from drlsched.traces.nodes import scale
+from drlsched.traces.podtable import to_specs
+from drlsched.traces.window import Window, batches, extent
+from drlsched.workload import PodSpec, Workload
 
-FORMATS: tuple[str, ...] = ()
+_READERS: dict[str, ModuleType] = {m.NAME: m for m in (alibaba_v2018, spar_v2018, pai_v2020, openb_v2023,
+                                                       google_2019)}
+FORMATS: tuple[str, ...] = tuple(_READERS)
 
 
 def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", metavar="PATH", help="trace directory or file")
-    parser.add_argument("--trace-format", metavar="FMT", help="trace format")
+    parser.add_argument("--trace", metavar="PATH",
+                        help="trace directory or file (gzip is read transparently)")
+    parser.add_argument("--trace-format", metavar="FMT", choices=FORMATS,
+                        help=f"trace format: {', '.join(FORMATS)}")
+    add_selection_arguments(parser)
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by workload commands and `trace-info` (the core adds --nodes, --duration, --seed)."""
+    parser.add_argument("--start", type=float, default=0.0, metavar="S",
+                        help="window start, seconds after the trace's first arrival (default 0)")
+    parser.add_argument("--sample-rate", type=float, default=1.0, metavar="P",
+                        help="keep each job with probability P, drawn from --seed (default 1)")
+    parser.add_argument("--max-pods", type=int, metavar="N", help="stop after N pods")
+    parser.add_argument("--cache", metavar="DIR",
+                        help="keep the parsed, sorted trace here (Parquet) for reuse")
+    parser.add_argument("--skip-bad-rows", action="store_true",
+                        help="skip and count malformed rows instead of stopping at the first")
+    parser.add_argument("--machine-cpu-millis", type=int, metavar="M",
+                        help="millicores of a normalised CPU amount of 1.0 (v2018: 100 units; Google: 1 NCU)")
+    parser.add_argument("--machine-memory-mib", type=int, metavar="MIB",
+                        help="MiB of a normalised memory amount of 1.0 (v2018: 100 units; Google: 1.0)")
+
+
+class TracePods:
+    """Re-iterable pods of a stored window; holds the temporary store (if any) alive while referenced."""
+
+    def __init__(self, pods_file: Path, window: Window, keep: object = None) -> None:
+        self.pods_file = pods_file
+        self.window = window
+        self._keep = keep
+
+    def __iter__(self) -> Iterator[PodSpec]:
+        for table in batches(self.pods_file, self.window):
+            yield from to_specs(table)
+
+
+def _positive(value: float | None, option: str, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise UserError(f"{option} must be a {'non-negative' if allow_zero else 'positive'} number, "
+                        f"got {value}")
+
+
+def _validate(args: argparse.Namespace) -> tuple[Path, str]:
+    if not getattr(args, "trace", None):
+        raise UserError("no trace given: pass --trace PATH (a trace directory or file)")
+    fmt = getattr(args, "trace_format", None)
+    if not fmt:
+        raise UserError(f"--trace-format is required (one of {', '.join(FORMATS)})")
+    if fmt not in _READERS:
+        raise UserError(f"unknown trace format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    _positive(args.start, "--start", allow_zero=True)
+    _positive(getattr(args, "duration", None), "--duration")
+    _positive(args.max_pods, "--max-pods")
+    _positive(getattr(args, "nodes", None), "--nodes")
+    _positive(args.machine_cpu_millis, "--machine-cpu-millis")
+    _positive(args.machine_memory_mib, "--machine-memory-mib")
+    if not (math.isfinite(args.sample_rate) and 0 < args.sample_rate <= 1):
+        raise UserError(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
+    path = Path(args.trace).expanduser()
+    if not path.exists():
+        raise UserError(f"trace path {path} does not exist")
+    return path, fmt
+
+
+def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, Any], Path, object]:
+    """The store's meta, its directory, and what keeps a temporary store alive; builds it when needed."""
+    reader = _READERS[fmt]
+    found = discover(path, reader.ROLES, fmt)
+    sources = store.stamp(p for paths in found.values() for p in paths)
+    cpu_m = args.machine_cpu_millis or reader.DEFAULT_MACHINE[0]
+    mem_mib = args.machine_memory_mib or reader.DEFAULT_MACHINE[1]
+    key = {"format": fmt, "path": str(path.resolve()), "cpu": cpu_m, "mem": mem_mib}
+    keep: object = None
+    if args.cache:
+        directory = store.entry_dir(Path(args.cache).expanduser(), key)
+        meta = store.load_meta(directory, sources)
+        if meta is not None:
+            if meta["info"].get("bad_rows") and not args.skip_bad_rows:
+                raise UserError(f"malformed row at {meta['first_bad_row']} (use --skip-bad-rows to skip such "
+                                f"rows)")
+            meta["info"]["cache"] = "hit"
+            return meta, directory, keep
+    else:
+        keep = tempfile.TemporaryDirectory(prefix="drlsched-trace-")
+        directory = Path(keep.name) / "store"  # type: ignore[attr-defined]
+    bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
+    ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES)
+    meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources, bad.first)
+    meta["info"]["cache"] = "built" if args.cache else "none"
+    return meta, directory, keep
 
 
 def load_trace(args: argparse.Namespace) -> Workload:
-    raise UserError(f"trace format {args.trace_format!r} is not supported yet")
+    path, fmt = _validate(args)
+    meta, directory, keep = _stored(args, path, fmt)
+    lo = meta["first_arrival"] + args.start
+    duration = getattr(args, "duration", None)
+    window = Window(lo=lo, hi=math.inf if duration is None else lo + duration, sample_rate=args.sample_rate,
+                    seed=int(getattr(args, "seed", 0) or 0), max_pods=args.max_pods)
+    pods_file = directory / store.PODS_FILE
+    count, last = extent(pods_file, window)
+    if duration is None:
+        # Trace times are whole seconds: the window ends one second after its last arrival.
+        duration = last + 1.0 if count else 0.0
+    nodes = store.nodes_from_meta(meta)
+    info: dict[str, object] = dict(meta["info"])
+    info.update(format=fmt, source=str(path), pods=count, trace_pods=meta["pods"], nodes_in_trace=len(nodes),
+                window_start_s=lo, trace_first_arrival_s=meta["first_arrival"],
+                trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=window.seed)
+    return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, getattr(args, "nodes", None)),
+                    pods=TracePods(pods_file, window, keep), duration_s=float(duration), info=info)

@@ -1,0 +1,166 @@
+"""Streaming row readers shared by the trace formats: gzip by magic bytes, typed columns, bad-row policy.
+
+Rows are parsed by the C `csv` reader and converted column by column; a row that fails is re-checked column by
+column only then, so the common path stays cheap while the error still names file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from drlsched.errors import UserError
+
+Parse = Callable[[str], Any]
+
+
+def open_text(path: Path) -> IO[str]:
+    """Opens a text file, decompressing gzip whatever the file is called (traces are often re-zipped)."""
+    try:
+        raw = path.open("rb")
+    except OSError as err:
+        raise UserError(f"cannot read trace file {path}: {err.strerror}") from err
+    if raw.peek(2)[:2] == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", newline="")
+    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+# Column parsers: each raises ValueError with a short reason; the reader adds the location.
+
+def text(value: str) -> str:
+    return value
+
+
+def required(value: str) -> str:
+    if not value:
+        raise ValueError("empty value")
+    return value
+
+
+def number(value: str) -> float:
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"not a finite number: {value!r}")
+    return result
+
+
+def optional_number(value: str) -> float | None:
+    """Empty, or `nan` as pandas writes a missing value, is None."""
+    return None if not value or value.lower() == "nan" else number(value)
+
+
+def integer(value: str) -> int:
+    """Integers; the Alibaba tables write some counts as `12846.0`, so integral floats are accepted."""
+    try:
+        return int(value)
+    except ValueError:
+        result = number(value)
+        if result != int(result):
+            raise ValueError(f"not an integer: {value!r}") from None
+        return int(result)
+
+
+def optional_integer(value: str) -> int | None:
+    return integer(value) if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    parse: Parse
+
+
+@dataclass
+class BadRows:
+    """Counts malformed rows when skipping is allowed, else turns the first one into a UserError.
+
+    The count lives in the workload's `info` dict so that it is visible while pods stream.
+    """
+
+    skip: bool
+    info: dict[str, object] = field(default_factory=dict)
+    first: str = ""
+
+    @property
+    def count(self) -> int:
+        return int(self.info.get("bad_rows", 0))  # type: ignore[call-overload]
+
+    def report(self, path: Path, line: int, column: str, reason: str) -> None:
+        message = f"{path}:{line}: column {column}: {reason}"
+        if not self.skip:
+            raise UserError(f"malformed row at {message} (use --skip-bad-rows to skip such rows)")
+        if not self.first:
+            self.first = message
+        self.info["bad_rows"] = self.count + 1
+
+
+def _locate(path: Path, line: int, row: Sequence[str], columns: Sequence[Column],
+            bad: BadRows) -> None:
+    for position, (column, value) in enumerate(zip(columns, row, strict=False), start=1):
+        try:
+            column.parse(value)
+        except ValueError as err:
+            bad.report(path, line, f"{position} ({column.name})", f"{err} (value {value!r})")
+            return
+    bad.report(path, line, "?", "unparseable row")
+
+
+def read_csv(path: Path, columns: Sequence[Column], bad: BadRows, header: Sequence[str] | None = None,
+             extra_ok: bool = False) -> Iterator[tuple[int, list[Any]]]:
+    """Yields (line number, converted values) per data row.
+
+    `header`: the expected header row (the file must start with it; columns are then picked by name, so a
+    reordered file still reads right). `extra_ok`: rows may carry more columns than declared (ignored).
+    """
+    with open_text(path) as handle:
+        reader = csv.reader(handle)
+        order: list[int] | None = None
+        if header is not None:
+            first = next(reader, None)
+            if first is None:
+                raise UserError(f"{path}: empty file; expected the header {','.join(header)}")
+            names = [name.strip() for name in first]
+            missing = [name for name in header if name not in names]
+            if missing:
+                raise UserError(f"{path}:1: header lacks column(s) {', '.join(missing)}; expected "
+                                f"{','.join(header)}")
+            order = [names.index(column.name) for column in columns]
+        width = len(columns) if order is None else len(first)
+        parsers = [column.parse for column in columns]
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) != width and not (extra_ok and len(row) > width):
+                bad.report(path, line, str(min(len(row), width) + 1),
+                           f"expected {width} columns, found {len(row)}")
+                continue
+            picked = row if order is None else [row[i] for i in order]
+            try:
+                yield line, [parse(value) for parse, value in zip(parsers, picked, strict=False)]
+            except ValueError:
+                _locate(path, line, picked, columns, bad)
+
+
+def read_json_lines(path: Path, bad: BadRows) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """Yields (line number, object) for a JSON-lines file (the Google 2019 export)."""
+    with open_text(path) as handle:
+        for line, text_line in enumerate(handle, start=1):
+            if not text_line.strip():
+                continue
+            try:
+                record = json.loads(text_line)
+            except json.JSONDecodeError as err:
+                bad.report(path, line, str(err.colno), f"invalid JSON: {err.msg}")
+                continue
+            if not isinstance(record, dict):
+                bad.report(path, line, "1", "expected a JSON object")
+                continue
+            yield line, record

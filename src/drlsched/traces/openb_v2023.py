@@ -1,0 +1,99 @@
+"""`alibaba-gpu-v2023`: the FGD "openb" pod list and node list (cluster-trace-gpu-v2023, ATC'23).
+
+Units are already Kubernetes' (millicores, MiB, milli-GPU). One pod per row, its own job. Run time is
+deletion - scheduled (deletion - creation for pods still Pending when the trace was taken); a missing
+deletion time means it ran past the trace end (work_s None). LS and Guaranteed pods are long-running
+services (their run time is a lifetime); Burstable and BE pods are batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from drlsched.traces.context import Context
+from drlsched.traces.csvio import Column, integer, optional_integer, read_csv, required, text
+from drlsched.traces.files import Role, need
+from drlsched.traces.podtable import PodBuffer
+from drlsched.workload import GPU_MILLI, NodeSpec, QoS
+
+NAME = "alibaba-gpu-v2023"
+ROLES = (
+    Role("pods", ("openb_pod_list*.csv", "*pod_list*.csv")),
+    Role("nodes", ("openb_node_list_all_node.csv", "openb_node_list_gpu_node.csv", "*node_list*.csv")),
+)
+DEFAULT_MACHINE = (96_000, 393_216)  # the most common openb node (G2: 96 cores, 384 GiB)
+DEFAULT_NODES = 1523
+
+POD_COLUMNS = (
+    Column("name", required), Column("cpu_milli", integer), Column("memory_mib", integer),
+    Column("num_gpu", integer), Column("gpu_milli", integer), Column("gpu_spec", text),
+    Column("qos", QoS.parse),
+    Column("pod_phase", text), Column("creation_time", integer), Column("deletion_time", optional_integer),
+    Column("scheduled_time", optional_integer),
+)
+NODE_COLUMNS = (Column("sn", required), Column("cpu_milli", integer), Column("memory_mib", integer),
+                Column("gpu", integer), Column("model", text))
+
+
+def read(ctx: Context) -> Iterator[pa.Table]:
+    if "nodes" in ctx.files:
+        _read_nodes(ctx)
+    else:
+        ctx.homogeneous_nodes("openb-node")
+    yield from _read_pods(ctx)
+
+
+def _read_nodes(ctx: Context) -> None:
+    path = ctx.files["nodes"][0]
+    for line, (name, cpu, mem, gpus, model) in read_csv(path, NODE_COLUMNS, ctx.bad,
+                                                         header=[c.name for c in NODE_COLUMNS]):
+        if cpu <= 0 or mem <= 0 or not 0 <= gpus <= 64:
+            ctx.bad.report(path, line, "2-4 (cpu_milli, memory_mib, gpu)",
+                           f"capacity out of range ({cpu}m, {mem}Mi, {gpus} GPUs)")
+            continue
+        ctx.nodes.append(NodeSpec(name, cpu, mem, gpus, model if gpus else ""))
+
+
+def _read_pods(ctx: Context) -> Iterator[pa.Table]:
+    path = need(ctx.files, "pods", NAME, "pass the directory holding openb_pod_list_*.csv")[0]
+    buffer = PodBuffer()
+    report = ctx.bad.report
+    for line, row in read_csv(path, POD_COLUMNS, ctx.bad, header=[c.name for c in POD_COLUMNS]):
+        name, cpu, mem, gpus, milli, spec, qos, _, created, deleted, scheduled = row
+        if cpu < 0 or mem < 0:
+            report(path, line, "2-3 (cpu_milli, memory_mib)", f"negative request ({cpu}m, {mem}Mi)")
+            continue
+        if not 0 <= gpus <= 64:
+            report(path, line, "4 (num_gpu)", f"GPU count {gpus} outside 0..64")
+            continue
+        if (gpus == 0 and milli != 0) or (gpus == 1 and not 0 < milli <= GPU_MILLI) or \
+                (gpus > 1 and milli != GPU_MILLI):
+            report(path, line, "5 (gpu_milli)",
+                   f"gpu_milli {milli} does not fit num_gpu {gpus} (0 for none, 1..1000 for one GPU, "
+                   f"1000 for several)")
+            continue
+        if created < 0:
+            report(path, line, "9 (creation_time)", f"negative time {created}")
+            continue
+        begin = created if scheduled is None else scheduled
+        if scheduled is not None and scheduled < created:
+            report(path, line, "11 (scheduled_time)",
+                   f"scheduled at {scheduled}, before creation at {created}")
+            continue
+        if deleted is not None and deleted < begin:
+            report(path, line, "10 (deletion_time)", f"deleted at {deleted}, before it started at {begin}")
+            continue
+        if deleted is None:
+            ctx.count("unknown_duration")
+        if scheduled is None:
+            ctx.count("pending_in_trace")
+        models = "" if spec.lower() in ("", "nan") else spec
+        buffer.add(name, name, float(created), cpu, mem, gpus=gpus, gpu_milli=milli, gpu_models=models,
+                   qos=qos, work_s=None if deleted is None else float(deleted - begin),
+                   service=qos == QoS.LS)
+        if buffer.full():
+            yield buffer.take()
+    ctx.count("pods_without_usage", buffer.without_usage)
+    yield buffer.take()
