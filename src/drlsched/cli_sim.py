@@ -1,0 +1,232 @@
+"""`drlsched simulate` and `drlsched evaluate`: run policies on scenarios or traces, print and save metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from drlsched.errors import UserError
+from drlsched.evaluate import RunSpec, aggregate, default_jobs, run_all, to_jsonable
+from drlsched.metrics import METRIC_KEYS
+from drlsched.policies import BASELINES, make_policy
+from drlsched.report import table_markdown, write_plots, write_report
+from drlsched.scenarios import SCENARIOS, make_scenario
+from drlsched.simulator import SimConfig, Simulator
+from drlsched.traces import add_trace_arguments, load_trace
+from drlsched.workload import Workload
+
+MAX_SEEDS = 1000
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """--scenario or --trace, and the sizes every workload command shares."""
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
+                   help=f"synthetic scenario: {', '.join(SCENARIOS)}")
+    add_trace_arguments(p)
+    p.add_argument("--nodes", type=_positive_int, help="cluster size (default: the scenario's or the trace's)")
+    p.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="arrival window in seconds")
+    p.add_argument("--load", type=_positive_float, default=1.0,
+                   help="arrival-rate factor; 1 offers about 80%% of the bottleneck resource (default 1)")
+    p.add_argument("--tick", type=_positive_float, metavar="SECONDS",
+                   help="usage resampling and metric sampling period (default max(15 s, duration/4000))")
+    p.add_argument("--rebalance", type=_positive_float, metavar="SECONDS",
+                   help="rebalancing period at which policies may migrate pods (default: off)")
+    p.add_argument("--allow-unschedulable", action="store_true",
+                   help="count pods that fit no node even when empty, instead of stopping with an error")
+
+
+@dataclass(frozen=True)
+class WorkloadFactory:
+    """Builds the same workload for a seed in any process (picklable, unlike a generator)."""
+
+    args: argparse.Namespace
+
+    def __call__(self, seed: int) -> Workload:
+        a = self.args
+        if a.scenario:
+            return make_scenario(a.scenario, nodes=a.nodes, duration=a.duration, load=a.load, seed=seed)
+        ns = argparse.Namespace(**vars(a))
+        ns.seed = seed
+        return load_trace(ns)
+
+
+def workload_factory(args: argparse.Namespace) -> WorkloadFactory:
+    if bool(args.scenario) == bool(args.trace):
+        raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
+    if args.trace and not args.trace_format:
+        raise UserError("--trace needs --trace-format")
+    return WorkloadFactory(args)
+
+
+def sim_config(args: argparse.Namespace) -> SimConfig:
+    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable)
+
+
+def _progress_bar(enabled: bool, label: str):  # type: ignore[no-untyped-def]
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, desc=label, unit="%", file=sys.stderr, leave=False,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+
+    def update(t: float, duration: float) -> None:
+        pct = min(100, int(100 * t / max(duration, 1e-9)))
+        if pct > bar.n:
+            bar.update(pct - bar.n)
+
+    return bar, update
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    factory = workload_factory(args)
+    policy = make_policy(args.policy)
+    workload = factory(args.seed)
+    show = not args.quiet and sys.stderr.isatty()
+    bar, update = _progress_bar(show, f"{args.policy} on {workload.name}")
+    try:
+        metrics = to_jsonable(Simulator(workload, policy, args.seed, sim_config(args), update).run())
+    finally:
+        if bar is not None:
+            bar.close()
+    assert isinstance(metrics, dict)
+    if args.json == "-":
+        json.dump(metrics, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"{metrics['policy']} on {metrics['scenario']} (seed {metrics['seed']}, {metrics['nodes']} nodes, "
+              f"{metrics['pods']} pods, {metrics['wall_s']:.2f} s wall, "
+              f"{metrics['placements_per_s']:.0f} placements/s)")
+        for key in METRIC_KEYS:
+            print(f"  {key:24s} {_fmt(metrics[key])}")
+        for example in metrics.get("unschedulable_examples", []):
+            print(f"  unschedulable: {example}")
+        if args.json:
+            _write_json(Path(args.json), metrics)
+            print(f"metrics written to {args.json}")
+    return 0
+
+
+def _write_json(path: Path, data: object) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror}") from None
+
+
+def _parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise UserError("--policies needs at least one policy name")
+    if len(set(names)) != len(names):
+        raise UserError(f"--policies lists a policy twice: {text}")
+    for name in names:
+        make_policy(name)  # unknown names fail here, before any run
+    return names
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    factory = workload_factory(args)
+    policies = _parse_policies(args.policies)
+    if args.seeds > MAX_SEEDS:
+        raise UserError(f"--seeds must be at most {MAX_SEEDS}, got {args.seeds}")
+    seeds = [args.seed + i for i in range(args.seeds)]
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    factory(seeds[0]).validate_nodes()  # bad workload options fail before spawning workers
+    cfg = sim_config(args)
+    specs = [RunSpec(p, s, factory, cfg) for s in seeds for p in policies]
+    t0 = time.perf_counter()
+    show = not args.quiet
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(specs), desc="evaluate", unit="run", file=sys.stderr)
+    try:
+        runs = run_all(specs, args.jobs, (lambda _s: bar.update(1)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    summary = aggregate(runs, policies)
+    workload_name = str(runs[0]["metrics"]["scenario"]) if runs else ""  # type: ignore[index]
+    meta = {"workload": workload_name, "seeds": len(seeds), "seed_list": ", ".join(map(str, seeds)),
+            "policies": policies, "wall_s": time.perf_counter() - t0, "nodes": args.nodes,
+            "duration": args.duration, "load": args.load}
+    results = {"meta": meta, "policies": summary, "runs": [r["metrics"] for r in runs]}
+    _write_json(out / "results.json", to_jsonable(results))
+    plots = write_plots(out, runs, policies)
+    report = write_report(out, summary, policies, meta, plots)
+    print(table_markdown(summary, policies))
+    print(f"\n{len(runs)} runs in {meta['wall_s']:.1f} s; results: {out / 'results.json'}, report: {report}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("simulate", help="run one policy on a scenario or trace and print its metrics",
+                       description="Run one policy on a scenario or trace; print a summary and write metrics "
+                                   "JSON.")
+    add_workload_arguments(p)
+    p.add_argument("--policy", required=True, metavar="NAME", help=f"one of: {', '.join(BASELINES)}")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--json", metavar="FILE|-", help="write the metrics JSON to FILE, or to stdout with -")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_simulate)
+
+    e = sub.add_parser("evaluate", help="compare policies on the same workloads over paired seeds",
+                       description="Run every policy on the same workloads (paired seeds); write results.json, "
+                                   "report.md and plots to --out.")
+    add_workload_arguments(e)
+    e.add_argument("--policies", required=True, metavar="A,B,C", help="comma-separated policy names")
+    e.add_argument("--seeds", type=_positive_int, default=3, help="number of seeds (default 3)")
+    e.add_argument("--seed", type=_non_negative_int, default=0, help="first seed (default 0)")
+    e.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    e.add_argument("--jobs", type=_positive_int, default=default_jobs(),
+                   help="parallel worker processes (default: up to 2)")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_evaluate)

@@ -1,0 +1,170 @@
+"""Cluster state as numpy arrays: one row per node, so a pod is checked and scored against all nodes at once.
+
+Requests (what the scheduler reserves) and usage (what pods actually consume) are kept apart: feasibility and
+kube-scheduler scoring look at requests; contention, utilisation and load-aware scorers look at usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
+
+# kube-scheduler counts a pod without a cpu/memory request as 100m / 200Mi when scoring (NonZeroRequested).
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY_MIB = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """A pod's demand in array terms, computed once per pod (and per GPU-count option for elastic pods)."""
+
+    cpu: int
+    mem: int
+    gpus: int
+    gpu_milli: int
+    model_mask: int  # bit set of allowed GPU models; 0 = any
+    toleration_mask: int
+    nz_cpu: int
+    nz_mem: int
+
+
+class Cluster:
+    """Allocatable capacity, reserved requests, GPU shares and measured usage of every node."""
+
+    def __init__(self, nodes: list[NodeSpec]) -> None:
+        self.specs = nodes
+        self.names = [n.name for n in nodes]
+        n = len(nodes)
+        self.size = n
+        self.gpu_models = sorted({s.gpu_model for s in nodes if s.gpus})
+        self.model_bit = {m: 1 << i for i, m in enumerate(self.gpu_models)}
+        taint_keys = sorted({t for s in nodes for t in s.taints})
+        self.taint_bit = {t: 1 << i for i, t in enumerate(taint_keys)}
+        racks = sorted({s.rack for s in nodes})
+        self.rack_names = racks
+        rack_index = {r: i for i, r in enumerate(racks)}
+
+        self.cap_cpu = np.array([s.cpu_m for s in nodes], dtype=np.int64)
+        self.cap_mem = np.array([s.mem_mib for s in nodes], dtype=np.int64)
+        self.max_pods = np.array([s.max_pods for s in nodes], dtype=np.int64)
+        self.gpu_count = np.array([s.gpus for s in nodes], dtype=np.int64)
+        self.node_model_bit = np.array([self.model_bit.get(s.gpu_model, 0) if s.gpus else 0 for s in nodes],
+                                       dtype=np.int64)
+        self.taints = np.array([sum(self.taint_bit[t] for t in s.taints) for s in nodes], dtype=np.int64)
+        self.rack = np.array([rack_index[s.rack] for s in nodes], dtype=np.int64)
+        gmax = max(1, int(self.gpu_count.max(initial=0)))
+        self.gpu_exists = np.arange(gmax)[None, :] < self.gpu_count[:, None]
+        self.cap_gpu_milli = self.gpu_count * GPU_MILLI
+        self.total_cpu = int(self.cap_cpu.sum())
+        self.total_mem = int(self.cap_mem.sum())
+        self.total_gpu_milli = int(self.cap_gpu_milli.sum())
+        self.reset()
+
+    def reset(self) -> None:
+        n = self.size
+        self.req_cpu = np.zeros(n, dtype=np.int64)
+        self.req_mem = np.zeros(n, dtype=np.int64)
+        self.nz_cpu = np.zeros(n, dtype=np.int64)
+        self.nz_mem = np.zeros(n, dtype=np.int64)
+        self.pods = np.zeros(n, dtype=np.int64)
+        self.gpu_free = np.where(self.gpu_exists, GPU_MILLI, 0).astype(np.int64)
+        self.full_free_gpus = self.gpu_count.copy()  # GPUs with nothing on them
+        self.max_gpu_free = np.where(self.gpu_count > 0, GPU_MILLI, 0).astype(np.int64)
+        self.used_gpu_milli = np.zeros(n, dtype=np.int64)
+        self.starting_cpu = np.zeros(n, dtype=np.int64)  # requests of pods bound but still starting
+        # Measured usage, summed over the node's running pods (refreshed by the simulator's usage ticks).
+        self.use_cpu = np.zeros(n, dtype=np.float64)
+        self.use_mem = np.zeros(n, dtype=np.float64)
+        self.use_gpu = np.zeros(n, dtype=np.float64)
+
+    # --- requests -----------------------------------------------------------------------------------------
+
+    def request(self, pod: PodSpec, gpus: int | None = None) -> PodRequest:
+        count = pod.gpus if gpus is None else gpus
+        milli = (pod.gpu_milli or GPU_MILLI) if count else 0
+        if count > 1:
+            milli = GPU_MILLI
+        mask = 0
+        for m in pod.gpu_models:
+            mask |= self.model_bit.get(m, 0)
+        if pod.gpu_models and mask == 0:
+            mask = -1  # constrained to models the cluster lacks: nothing fits
+        tol = 0
+        for t in pod.tolerations:
+            tol |= self.taint_bit.get(t, 0)
+        return PodRequest(cpu=pod.cpu_m, mem=pod.mem_mib, gpus=count, gpu_milli=milli, model_mask=mask,
+                          toleration_mask=tol, nz_cpu=pod.cpu_m or DEFAULT_MILLI_CPU,
+                          nz_mem=pod.mem_mib or DEFAULT_MEMORY_MIB)
+
+    def feasible(self, r: PodRequest) -> np.ndarray:
+        """NodeResourcesFit on requests, plus GPU count/share, GPU model and NoSchedule taints: bool[N]."""
+        ok = (self.cap_cpu - self.req_cpu >= r.cpu) & (self.cap_mem - self.req_mem >= r.mem)
+        ok &= self.pods < self.max_pods
+        if r.gpus:
+            if r.gpu_milli >= GPU_MILLI:
+                ok &= self.full_free_gpus >= r.gpus
+            else:
+                ok &= self.max_gpu_free >= r.gpu_milli
+            if r.model_mask:
+                ok &= (self.node_model_bit & r.model_mask) != 0
+        if self.taint_bit:
+            ok &= (self.taints & ~r.toleration_mask) == 0
+        return ok
+
+    def infeasible_reason(self, r: PodRequest) -> str:
+        """Why no node fits, in kube-scheduler's words (for unschedulable reports)."""
+        reasons = []
+        if not np.any(self.cap_cpu - self.req_cpu >= r.cpu):
+            reasons.append("Insufficient cpu")
+        if not np.any(self.cap_mem - self.req_mem >= r.mem):
+            reasons.append("Insufficient memory")
+        if r.gpus and not np.any(self.feasible(PodRequest(0, 0, r.gpus, r.gpu_milli, r.model_mask, -1, 0, 0))):
+            reasons.append("Insufficient nvidia.com/gpu")
+        return ", ".join(reasons) or "no node satisfies all constraints at once"
+
+    # --- GPU choice ---------------------------------------------------------------------------------------
+
+    def pick_gpus(self, node: int, r: PodRequest) -> tuple[int, ...]:
+        """Default device choice: whole GPUs from the lowest free indices; a share on the best-fitting GPU."""
+        if not r.gpus:
+            return ()
+        free = self.gpu_free[node]
+        if r.gpu_milli >= GPU_MILLI:
+            idx = np.flatnonzero(free == GPU_MILLI)[: r.gpus]
+            return tuple(int(i) for i in idx)
+        fits = np.flatnonzero(free >= r.gpu_milli)
+        return (int(fits[np.argmin(free[fits])]),)
+
+    # --- bookkeeping --------------------------------------------------------------------------------------
+
+    def allocate(self, node: int, r: PodRequest, gpu_ids: tuple[int, ...]) -> None:
+        self._add(node, r, gpu_ids, 1)
+
+    def release(self, node: int, r: PodRequest, gpu_ids: tuple[int, ...]) -> None:
+        self._add(node, r, gpu_ids, -1)
+
+    def _add(self, node: int, r: PodRequest, gpu_ids: tuple[int, ...], sign: int) -> None:
+        self.req_cpu[node] += sign * r.cpu
+        self.req_mem[node] += sign * r.mem
+        self.nz_cpu[node] += sign * r.nz_cpu
+        self.nz_mem[node] += sign * r.nz_mem
+        self.pods[node] += sign
+        if gpu_ids:
+            row = self.gpu_free[node]
+            for g in gpu_ids:
+                row[g] -= sign * r.gpu_milli
+            self.used_gpu_milli[node] += sign * r.gpu_milli * len(gpu_ids)
+            exists = self.gpu_exists[node]
+            self.full_free_gpus[node] = int(np.count_nonzero((row == GPU_MILLI) & exists))
+            self.max_gpu_free[node] = int(row.max())
+
+    def check_invariants(self) -> None:
+        """No node over-allocated on requests; GPU shares within [0, 1000]. Raises AssertionError."""
+        assert np.all(self.req_cpu <= self.cap_cpu), "CPU over-allocated"
+        assert np.all(self.req_mem <= self.cap_mem), "memory over-allocated"
+        assert np.all(self.req_cpu >= 0) and np.all(self.req_mem >= 0), "negative requests"
+        assert np.all(self.pods <= self.max_pods), "too many pods"
+        assert np.all((self.gpu_free >= 0) & (self.gpu_free <= GPU_MILLI)), "GPU share out of range"

@@ -1,0 +1,80 @@
+"""GPU fragmentation as defined by FGD (Weng et al., ATC'23), vectorised over nodes and task shapes.
+
+For a node and a typical task shape m: if the node can host m (GPU model allowed, enough GPUs with at least
+m's share free, enough CPU left), the fragmented GPU amount is the free share of the GPUs that cannot hold m's
+share; otherwise every idle GPU share on the node is fragmented for m. A node's fragmentation is the
+frequency-weighted sum over the shapes; the cluster's is the sum over nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_TYPICAL_SHAPES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalPods:
+    """The workload's distribution of GPU pod shapes (FGD's 'target workload'): K shapes with frequencies."""
+
+    cpu: np.ndarray  # int64[K]
+    gpus: np.ndarray  # int64[K]
+    gpu_milli: np.ndarray  # int64[K]
+    model_mask: np.ndarray  # int64[K]; 0 = any model
+    freq: np.ndarray  # float64[K], sums to 1
+
+
+def node_fragmentation(gpu_free: np.ndarray, cpu_left: np.ndarray, model_bit: np.ndarray,
+                       typical: TypicalPods) -> np.ndarray:
+    """Expected fragmented milli-GPU of each node row.
+
+    gpu_free: int64[R, G] free milli per GPU slot (0 for slots the node lacks); cpu_left: int64[R];
+    model_bit: int64[R] the node's GPU-model bit. Returns float64[R].
+    """
+    idle = gpu_free.sum(axis=1)
+    milli = typical.gpu_milli
+    enough = gpu_free[:, :, None] >= milli[None, None, :]  # [R, G, K]
+    fits_gpu = np.count_nonzero(enough, axis=1) >= typical.gpus[None, :]
+    access = (typical.model_mask[None, :] == 0) | ((model_bit[:, None] & typical.model_mask[None, :]) != 0)
+    hostable = fits_gpu & access & (cpu_left[:, None] >= typical.cpu[None, :])
+    partial = np.einsum("rg,rgk->rk", gpu_free, ~enough)  # free share of GPUs too small for the shape
+    frag = np.where(hostable, partial, idle[:, None])
+    return frag @ typical.freq
+
+
+def fragmentation_ratio(gpu_free: np.ndarray, cpu_left: np.ndarray, model_bit: np.ndarray,
+                        typical: TypicalPods | None) -> float:
+    """Share of the cluster's idle GPU capacity that is fragmented for the typical shapes (0..1)."""
+    idle = float(gpu_free.sum())
+    if typical is None or idle <= 0:
+        return 0.0
+    return float(node_fragmentation(gpu_free, cpu_left, model_bit, typical).sum()) / idle
+
+
+class ShapeCounter:
+    """Counts arriving GPU pod shapes; the FGD target workload is the most common shapes, renormalised."""
+
+    def __init__(self, refresh_every: int = 64) -> None:
+        self.counts: Counter[tuple[int, int, int, int]] = Counter()
+        self.refresh_every = refresh_every
+        self.since = 0
+        self.current: TypicalPods | None = None
+
+    def add(self, cpu: int, gpus: int, gpu_milli: int, model_mask: int) -> None:
+        if not gpus:
+            return
+        self.counts[(cpu, gpus, gpu_milli, model_mask)] += 1
+        self.since += 1
+        if self.current is None or self.since >= self.refresh_every:
+            self.current = self._build()
+            self.since = 0
+
+    def _build(self) -> TypicalPods:
+        top = self.counts.most_common(MAX_TYPICAL_SHAPES)
+        arr = np.array([k for k, _ in top], dtype=np.int64)
+        freq = np.array([c for _, c in top], dtype=np.float64)
+        return TypicalPods(cpu=arr[:, 0], gpus=arr[:, 1], gpu_milli=arr[:, 2], model_mask=arr[:, 3],
+                           freq=freq / freq.sum())

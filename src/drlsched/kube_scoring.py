@@ -1,0 +1,80 @@
+"""kube-scheduler's scoring formulas with Go's integer arithmetic (v1.30-v1.35), vectorised over nodes.
+
+Sources: pkg/scheduler/framework/plugins/noderesources/{least_allocated,most_allocated,balanced_allocation}.go,
+helper/normalize_score.go, schedule_one.go (numFeasibleNodesToFind); fixtures in kubernetes-scheduling.md §7.
+Inputs are int64 arrays; `//` on non-negative int64 equals Go's truncating division.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_NODE_SCORE = 100
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def least_requested(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """((cap - req) * 100) // cap, and 0 where cap == 0 or req > cap."""
+    safe = np.where(cap == 0, 1, cap)
+    score = ((safe - req) * MAX_NODE_SCORE) // safe
+    return np.where((cap == 0) | (req > cap), 0, score)
+
+
+def most_requested(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """(min(req, cap) * 100) // cap, and 0 where cap == 0."""
+    safe = np.where(cap == 0, 1, cap)
+    score = (np.minimum(req, safe) * MAX_NODE_SCORE) // safe
+    return np.where(cap == 0, 0, score)
+
+
+def weighted_node_score(scores: list[np.ndarray], caps: list[np.ndarray], weights: list[int]) -> np.ndarray:
+    """(Σ score_i * w_i) // Σ w_i over the resources a node has (allocatable 0 is skipped entirely)."""
+    total = np.zeros_like(scores[0])
+    wsum = np.zeros_like(scores[0])
+    for s, c, w in zip(scores, caps, weights, strict=True):
+        has = c != 0
+        total += np.where(has, s * w, 0)
+        wsum += np.where(has, w, 0)
+    return np.where(wsum == 0, 0, total // np.where(wsum == 0, 1, wsum))
+
+
+def balanced_allocation(req_cpu: np.ndarray, cap_cpu: np.ndarray, req_mem: np.ndarray,
+                        cap_mem: np.ndarray) -> np.ndarray:
+    """int((1 - std) * 100) of the cpu and memory request fractions (actual requests, not NonZero)."""
+    f_cpu = np.minimum(req_cpu / np.where(cap_cpu == 0, 1, cap_cpu), 1.0)
+    f_mem = np.minimum(req_mem / np.where(cap_mem == 0, 1, cap_mem), 1.0)
+    both = (cap_cpu != 0) & (cap_mem != 0)
+    std = np.where(both, np.abs(f_cpu - f_mem) / 2, 0.0)
+    return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes kube-scheduler looks for before it stops filtering (percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def default_normalize(scores: np.ndarray, reverse: bool) -> np.ndarray:
+    """helper.DefaultNormalizeScore with MaxNodeScore."""
+    top = int(scores.max(initial=0))
+    if top == 0:
+        return np.full_like(scores, MAX_NODE_SCORE) if reverse else scores.copy()
+    out = MAX_NODE_SCORE * scores // top
+    return MAX_NODE_SCORE - out if reverse else out
+
+
+def go_round(x: np.ndarray | float) -> np.ndarray:
+    """Go's math.Round (half away from zero), unlike Python's banker's rounding."""
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def target_load_packing(util_pct: np.ndarray, target: float) -> np.ndarray:
+    """Trimaran TargetLoadPacking score from the predicted utilisation U (percent) and target X."""
+    u = np.asarray(util_pct, dtype=np.float64)
+    above = np.where(u > 100, 0.0, go_round(target * (100 - u) / (100 - target)))
+    below = go_round((100 - target) * u / target + target)
+    return np.where(u > target, above, below).astype(np.int64)

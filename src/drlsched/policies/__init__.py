@@ -1,0 +1,35 @@
+"""Placement policies by name: kube-scheduler's default, heuristics, and (later) learned policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from drlsched.errors import UserError
+from drlsched.fragmentation import TypicalPods
+from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
+from drlsched.policies.fgd import FGD
+from drlsched.policies.heuristics import FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
+from drlsched.policies.k8s_default import K8sDefault
+
+BASELINES: dict[str, Callable[[], Policy]] = {
+    "k8s-default": K8sDefault,
+    "most-allocated": MostAllocated,
+    "tetris": Tetris,
+    "fgd": FGD,
+    "trimaran": Trimaran,
+    "first-fit": FirstFit,
+    "random": RandomFit,
+}
+
+
+def make_policy(name: str) -> Policy:
+    """A fresh policy object for a name such as `k8s-default` or `fgd`."""
+    factory = BASELINES.get(name)
+    if factory is None:
+        known = ", ".join(BASELINES)
+        raise UserError(f"unknown policy {name!r}; known policies: {known}")
+    return factory()
+
+
+__all__ = ["BASELINES", "Decision", "Migration", "Option", "PodContext", "Policy", "ScoringPolicy",
+           "TypicalPods", "make_policy"]

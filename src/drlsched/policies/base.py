@@ -1,0 +1,89 @@
+"""The one interface every placement policy implements: baselines and learned policies alike.
+
+Mirrors kube-scheduler's framework: the simulator filters (feasible-node mask per allowed GPU count), a policy
+scores the feasible nodes, the best score wins with a uniform random tie-break, and the simulator binds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from drlsched.cluster import Cluster, PodRequest
+from drlsched.fragmentation import TypicalPods
+from drlsched.workload import PodSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One way to run the pod: a GPU count (elastic pods have several), its request and where it fits."""
+
+    gpus: int
+    request: PodRequest
+    feasible: np.ndarray  # bool[N]
+
+
+@dataclass(slots=True)
+class PodContext:
+    pod: PodSpec
+    options: list[Option]  # the pod's default GPU count first
+    cluster: Cluster
+    now: float
+    job_nodes: dict[int, int] = field(default_factory=dict)  # node -> pods of the same job placed there
+    typical: TypicalPods | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    node: int
+    gpus: int  # the chosen GPU count
+    gpu_ids: tuple[int, ...] | None = None  # device choice; None lets the cluster pick (best fit)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    pod_uid: str
+    node: int
+
+
+class Policy:
+    """Chooses a node (and GPU count) for one pod, or None to leave it pending."""
+
+    name = "policy"
+
+    def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
+        self.cluster = cluster
+        self.rng = rng
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        raise NotImplementedError
+
+    def rebalance(self, cluster: Cluster, running: list[tuple[str, int]], now: float) -> list[Migration]:
+        """Called at rebalancing ticks with (pod uid, node) of running pods; default: never migrate."""
+        del cluster, running, now
+        return []
+
+
+class ScoringPolicy(Policy):
+    """A scorer over the feasible nodes of the first GPU-count option that fits anywhere."""
+
+    def candidates(self, option: Option) -> np.ndarray:
+        return np.flatnonzero(option.feasible)
+
+    def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
+        """Higher is better; one value per node in `nodes`."""
+        raise NotImplementedError
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        for option in ctx.options:
+            nodes = self.candidates(option)
+            if nodes.size == 0:
+                continue
+            if nodes.size == 1:
+                return Decision(int(nodes[0]), option.gpus)
+            scores = self.score(ctx, option, nodes)
+            best = nodes[scores == scores.max()]
+            pick = best[0] if best.size == 1 else best[self.rng.integers(best.size)]
+            return Decision(int(pick), option.gpus)
+        return None

@@ -1,0 +1,88 @@
+"""Classic placement heuristics, each a small scorer over the same feasible nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drlsched.kube_scoring import most_requested, target_load_packing, weighted_node_score
+from drlsched.policies.base import Decision, Option, PodContext, Policy, ScoringPolicy
+
+
+class MostAllocated(ScoringPolicy):
+    """Bin packing: NodeResourcesFit MostAllocated over cpu, memory and (for GPU pods) nvidia.com/gpu."""
+
+    name = "most-allocated"
+
+    def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
+        c, r = self.cluster, option.request
+        scores = [most_requested(c.nz_cpu[nodes] + r.nz_cpu, c.cap_cpu[nodes]),
+                  most_requested(c.nz_mem[nodes] + r.nz_mem, c.cap_mem[nodes])]
+        caps = [c.cap_cpu[nodes], c.cap_mem[nodes]]
+        if r.gpus:
+            cap_gpu = c.cap_gpu_milli[nodes]
+            scores.append(most_requested(c.used_gpu_milli[nodes] + r.gpus * r.gpu_milli, cap_gpu))
+            caps.append(cap_gpu)
+        return weighted_node_score(scores, caps, [1] * len(scores))
+
+
+class Tetris(ScoringPolicy):
+    """Alignment score (Grandl et al., SIGCOMM'14): dot product of the pod's demand and the node's free
+    resources, both as fractions of the node's capacity; packs pods where their shape fits the hole."""
+
+    name = "tetris"
+
+    def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
+        c, r = self.cluster, option.request
+        cap_cpu, cap_mem = c.cap_cpu[nodes], c.cap_mem[nodes]
+        s = (r.cpu / cap_cpu) * ((cap_cpu - c.req_cpu[nodes]) / cap_cpu)
+        s += (r.mem / cap_mem) * ((cap_mem - c.req_mem[nodes]) / cap_mem)
+        if r.gpus:
+            cap_gpu = c.cap_gpu_milli[nodes]
+            s += (r.gpus * r.gpu_milli / cap_gpu) * ((cap_gpu - c.used_gpu_milli[nodes]) / cap_gpu)
+        return s
+
+
+class FirstFit(Policy):
+    """The lowest-indexed feasible node."""
+
+    name = "first-fit"
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        for option in ctx.options:
+            nodes = np.flatnonzero(option.feasible)
+            if nodes.size:
+                return Decision(int(nodes[0]), option.gpus)
+        return None
+
+
+class RandomFit(Policy):
+    """A uniformly random feasible node."""
+
+    name = "random"
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        for option in ctx.options:
+            nodes = np.flatnonzero(option.feasible)
+            if nodes.size:
+                return Decision(int(nodes[self.rng.integers(nodes.size)]), option.gpus)
+        return None
+
+
+class Trimaran(ScoringPolicy):
+    """scheduler-plugins TargetLoadPacking on measured CPU usage: fill nodes up to a target utilisation X.
+
+    Predicted pod usage is its CPU request times 1.5 (1000m without a request), as upstream's defaults; pods
+    bound but still starting count with their prediction, as upstream adds recently scheduled pods.
+    """
+
+    name = "trimaran"
+
+    def __init__(self, target_utilization: float = 40.0, multiplier: float = 1.5) -> None:
+        self.target = target_utilization
+        self.multiplier = multiplier
+
+    def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
+        c, r = self.cluster, option.request
+        predicted = round(r.cpu * self.multiplier) if r.cpu else 1000
+        used = c.use_cpu[nodes] + c.starting_cpu[nodes] * self.multiplier + predicted
+        return target_load_packing(100.0 * used / c.cap_cpu[nodes], self.target)

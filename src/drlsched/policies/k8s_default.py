@@ -1,0 +1,55 @@
+"""kube-scheduler's default profile, for what the simulator models.
+
+Filter: NodeResourcesFit (plus GPU count/share, model and NoSchedule taints, done by the cluster). Score:
+NodeResourcesFit LeastAllocated (cpu:1, memory:1, NonZero requests) + NodeResourcesBalancedAllocation
+(actual requests), each weight 1. The other default Score plugins (TaintToleration, NodeAffinity,
+PodTopologySpread, InterPodAffinity, ImageLocality) give every node the same score for the pods we model (no
+PreferNoSchedule taints, affinities, spread constraints or images), so they cannot change the choice.
+Only the first `numFeasibleNodesToFind` feasible nodes from a rotating start index are scored
+(percentageOfNodesToScore, adaptive by default), and ties break uniformly at random.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drlsched.cluster import Cluster
+from drlsched.kube_scoring import MAX_NODE_SCORE, num_feasible_nodes_to_find
+from drlsched.policies.base import Option, PodContext, ScoringPolicy
+
+
+class K8sDefault(ScoringPolicy):
+    name = "k8s-default"
+
+    def __init__(self, percentage_of_nodes_to_score: int = 0) -> None:
+        self.percentage = percentage_of_nodes_to_score
+
+    def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
+        super().reset(cluster, rng)
+        self.next_start = 0
+        self.to_find = num_feasible_nodes_to_find(cluster.size, self.percentage)
+
+    def candidates(self, option: Option) -> np.ndarray:
+        feasible = np.flatnonzero(option.feasible)
+        n = self.cluster.size
+        if self.to_find >= n:
+            return feasible
+        # Filtering walks the nodes round-robin from next_start and stops after to_find feasible ones.
+        split = int(np.searchsorted(feasible, self.next_start))
+        ordered = np.concatenate((feasible[split:], feasible[:split]))
+        chosen = ordered[: self.to_find]
+        processed = n if ordered.size < self.to_find else (int(chosen[-1]) - self.next_start) % n + 1
+        self.next_start = (self.next_start + processed) % n
+        return chosen
+
+    def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
+        # The formulas of drlsched.kube_scoring, specialised for capacities > 0 (validated) on the hot path:
+        # a negative (cap - req) * 100 // cap is exactly upstream's "req > cap -> 0" once clamped at 0.
+        c, r = self.cluster, option.request
+        cap_cpu, cap_mem = c.cap_cpu[nodes], c.cap_mem[nodes]
+        least_cpu = np.maximum((cap_cpu - c.nz_cpu[nodes] - r.nz_cpu) * MAX_NODE_SCORE // cap_cpu, 0)
+        least_mem = np.maximum((cap_mem - c.nz_mem[nodes] - r.nz_mem) * MAX_NODE_SCORE // cap_mem, 0)
+        f_cpu = np.minimum((c.req_cpu[nodes] + r.cpu) / cap_cpu, 1.0)
+        f_mem = np.minimum((c.req_mem[nodes] + r.mem) / cap_mem, 1.0)
+        balanced = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
+        return (least_cpu + least_mem) // 2 + balanced

@@ -1,0 +1,120 @@
+"""The comparison table (the seed article's shape) and plots of an evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from drlsched.metrics import SERIES_KEYS
+
+BASELINE = "k8s-default"
+# (metric key, column title, format of the mean, scale for display)
+TABLE_COLUMNS = [
+    ("jct_p99_s", "P99 JCT (s)", "{:.1f}", 1.0),
+    ("cpu_util", "CPU util (%)", "{:.1f}", 100.0),
+    ("cross_node_traffic_gb", "Cross-node traffic (GB)", "{:.2f}", 1.0),
+    ("sla_violation_rate", "SLA violation (%)", "{:.2f}", 100.0),
+    ("migrations", "Migrations", "{:.0f}", 1.0),
+    ("gpu_fragmentation", "GPU frag. (%)", "{:.1f}", 100.0),
+]
+
+
+def _cell(entry: dict, key: str, fmt: str, scale: float, base: dict | None) -> str:
+    stat = entry[key]
+    text = fmt.format(stat["mean"] * scale)
+    if stat["n"] > 1:
+        text += " ± " + fmt.format(stat["ci95"] * scale)
+    if base is not None and entry is not base:
+        ref = base[key]["mean"]
+        if ref:
+            text += f" ({(stat['mean'] / ref - 1) * 100:+.0f}%)"
+        elif stat["mean"] == 0:
+            text += " (=)"
+    return text
+
+
+def table_markdown(summary: dict[str, dict], policies: list[str]) -> str:
+    base = summary.get(BASELINE)
+    head = "| Policy | " + " | ".join(title for _, title, _, _ in TABLE_COLUMNS) + " |"
+    rule = "|---|" + "---|" * len(TABLE_COLUMNS)
+    rows = [head, rule]
+    for p in policies:
+        cells = [_cell(summary[p], k, f, s, base) for k, _, f, s in TABLE_COLUMNS]
+        rows.append(f"| {p} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta: dict[str, object],
+                 plots: list[str]) -> Path:
+    lines = [
+        f"# drlsched evaluation: {meta['workload']}",
+        "",
+        f"{meta['seeds']} paired seed(s) ({meta['seed_list']}); every policy replays the same workloads. "
+        "Values are means ± the half-width of the 95% confidence interval (Student t); in parentheses the "
+        f"change relative to `{BASELINE}`.",
+        "",
+        table_markdown(summary, policies),
+        "",
+        "Other metrics (means): ",
+        "",
+        "| Policy | P50 JCT (s) | pending p99 (s) | mem util (%) | GPU util (%) | CPU alloc (%) | GPU alloc (%) "
+        "| scheduled | unschedulable | makespan (s) | placements/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in policies:
+        e = summary[p]
+        lines.append(
+            f"| {p} | {e['jct_p50_s']['mean']:.1f} | {e['pending_p99_s']['mean']:.2f} | "
+            f"{100 * e['mem_util']['mean']:.1f} | {100 * e['gpu_util']['mean']:.1f} | "
+            f"{100 * e['cpu_alloc']['mean']:.1f} | {100 * e['gpu_alloc']['mean']:.1f} | "
+            f"{e['pods_scheduled']['mean']:.0f} | {e['pods_unschedulable']['mean']:.0f} | "
+            f"{e['makespan_s']['mean']:.0f} | {e['placements_per_s']['mean']:.0f} |")
+    lines += ["", "Metric definitions: docs/metrics.md.", ""]
+    lines += [f"![{name}]({name})" for name in plots]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_plots(out: Path, runs: list[dict], policies: list[str]) -> list[str]:
+    """utilisation.png (cluster CPU utilisation over time, first seed) and jct_cdf.png (all seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    first_seed = min(r["metrics"]["seed"] for r in runs)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    col = SERIES_KEYS.index("cpu_util")
+    for p in policies:
+        run = next((r for r in runs if r["metrics"]["policy"] == p and r["metrics"]["seed"] == first_seed), None)
+        if run and run["series"]:
+            s = np.asarray(run["series"])
+            ax.plot(s[:, 0], 100 * s[:, col], label=p, linewidth=1)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("CPU utilisation (%)")
+    ax.set_title(f"Cluster CPU utilisation (seed {first_seed})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "utilisation.png", dpi=110)
+    plt.close(fig)
+    names.append("utilisation.png")
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for p in policies:
+        jct = np.sort(np.concatenate([np.asarray(r["jct"], dtype=float) for r in runs
+                                      if r["metrics"]["policy"] == p] or [np.zeros(0)]))
+        if jct.size:
+            ax.plot(jct, np.arange(1, jct.size + 1) / jct.size, label=p, linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (s)")
+    ax.set_ylabel("CDF")
+    ax.set_title("Job completion time, all seeds")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "jct_cdf.png", dpi=110)
+    plt.close(fig)
+    names.append("jct_cdf.png")
+    return names

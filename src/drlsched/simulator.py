@@ -1,0 +1,724 @@
+"""Discrete-event cluster simulator: arrivals, a kube-like scheduling queue, cold starts, contention, traffic.
+
+Time is simulated seconds. Model (documented in docs/simulator.md):
+- Scheduling: pods wait in a queue ordered by priority then readiness; a pod that fits nowhere moves to an
+  unschedulable set and is retried when capacity frees (kube-scheduler's unschedulable queue). A pod whose
+  request exceeds every node even when empty is reported unschedulable at once.
+- Start: binding is followed by a cold start (normal, mean 1 s, std 0.3 s unless the pod fixes it).
+- Contention: every running pod uses request × a usage ratio, resampled at each usage tick. When a node's CPU
+  usage exceeds its capacity, its batch pods progress at capacity / usage (a per-node virtual clock, so a
+  speed change re-plans one event per node), and latency-sensitive pods accumulate saturated time (SLA).
+- Network: a pod reads `shuffle_in_mb` from its parent tasks' pods at start; the share on other nodes is
+  cross-node traffic and costs bytes / NIC bandwidth of extra run time. Services exchange `traffic_mbps` with
+  the job's other running pods, cross-node in proportion to the share of those on other nodes.
+- Rebalancing: optional ticks where the policy may migrate pods (a restart with a new cold start; progress
+  is lost unless the pod is checkpointable).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from drlsched.cluster import Cluster, PodRequest
+from drlsched.errors import UserError
+from drlsched.fragmentation import ShapeCounter, fragmentation_ratio
+from drlsched.metrics import Accumulator, summarize
+from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
+from drlsched.workload import PodSpec, QoS, Workload
+
+INF = math.inf
+EPS = 1e-7
+
+# Event kinds, in the order they are handled at one instant.
+_START, _NODE_DONE, _SERVICE_END, _TICK, _REBALANCE = range(5)
+
+
+@dataclass
+class SimConfig:
+    startup_mean_s: float = 1.0
+    startup_std_s: float = 0.3
+    tick_s: float | None = None  # usage resampling and metric sampling; None = max(15 s, duration / 4000)
+    rebalance_s: float | None = None  # None = no rebalancing ticks
+    nic_gbps: float = 10.0
+    sla_saturated_fraction: float = 0.01
+    sla_pending_s: float = 5.0
+    drain_s: float | None = None  # simulated time after the arrival window; None = 10 × the window
+    allow_unschedulable: bool = False  # pods that fit no empty node: count them instead of failing
+    check_invariants: bool = False
+    series: bool = True
+
+
+class _Job:
+    __slots__ = ("done", "last_done", "n_waiting", "placed", "racks", "submit", "tasks", "total", "unplaceable",
+                 "waiting")
+
+    def __init__(self, submit: float) -> None:
+        self.submit = submit
+        self.total = 0
+        self.done = 0
+        self.last_done = submit
+        self.tasks: dict[str, list] = {}  # task -> [pods, finished, nodes of placed pods]
+        self.waiting: dict[str, list[_Run]] = {}  # parent task -> pods waiting on it
+        self.n_waiting = 0
+        self.placed: Counter[int] = Counter()  # node -> this job's bound pods
+        self.racks: Counter[int] = Counter()
+        self.unplaceable = False
+
+
+class _Run:
+    __slots__ = ("bind_t", "epoch", "gpu_ids", "gpus", "job", "node", "ready_t", "remote_mb", "req", "sat0",
+                 "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "work")
+
+    def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
+        self.spec = spec
+        self.job = job
+        self.startup = startup
+        self.ready_t = spec.arrival_s
+        self.bind_t = -1.0
+        self.start_t = -1.0
+        self.node = -1
+        self.gpu_ids: tuple[int, ...] = ()
+        self.gpus = spec.gpus
+        self.req: PodRequest | None = None
+        self.state = 0
+        self.epoch = 0
+        self.slot = -1
+        self.sat0 = 0.0
+        self.sat_time = 0.0
+        self.work = 0.0
+        self.remote_mb = 0.0
+        self.service_end = INF
+
+
+class Simulator:
+    def __init__(self, workload: Workload, policy: Policy, seed: int, config: SimConfig | None = None,
+                 progress: Callable[[float, float], None] | None = None) -> None:
+        workload.validate_nodes()
+        self.workload = workload
+        self.policy = policy
+        self.seed = seed
+        self.cfg = config or SimConfig()
+        self.progress = progress
+        self.cluster = Cluster(workload.nodes)
+        seeds = np.random.SeedSequence(seed).spawn(3)
+        self.rng_pod = np.random.default_rng(seeds[0])  # per-pod draws in arrival order: same for every policy
+        self.rng_use = np.random.default_rng(seeds[1])
+        policy.reset(self.cluster, np.random.default_rng(seeds[2]))
+        dur = max(workload.duration_s, 1.0)
+        self.tick_s = self.cfg.tick_s or max(15.0, dur / 4000.0)
+        self.end_t = dur + (self.cfg.drain_s if self.cfg.drain_s is not None else 10.0 * dur)
+        self.load_curve = workload.load_curve
+        self.shapes = ShapeCounter()
+        self.acc = Accumulator()
+        n = self.cluster.size
+        # Per-node contention state: virtual clock of batch progress, cumulative CPU-saturated time.
+        self.speed = np.ones(n)
+        self.clock = np.zeros(n)
+        self.sat_cum = np.zeros(n)
+        self.node_t = np.zeros(n)
+        self.saturated = np.zeros(n, dtype=bool)
+        self.node_heap: list[list] = [[] for _ in range(n)]
+        self.node_ver = np.zeros(n, dtype=np.int64)
+        self.eff_cpu = np.zeros(n)  # min(usage, capacity)
+        self.sum_eff_cpu = 0.0
+        # Running pods in slots, so usage ticks are array operations.
+        self.slot_runs: list[_Run] = []
+        cap = 1024
+        self.s_node = np.zeros(cap, dtype=np.int64)
+        self.s_base = np.zeros((cap, 3))  # request × mean usage ratio: cpu, mem, gpu
+        self.s_sigma = np.zeros(cap)
+        self.s_service = np.zeros(cap, dtype=bool)
+        self.s_use = np.zeros((cap, 3))
+        self.traffic_runs: dict[_Run, None] = {}  # ordered, for deterministic float sums
+        self.by_uid: dict[str, _Run] = {}
+        self._fit_cache: dict[tuple, bool] = {}
+        self.jobs: dict[str, _Job] = {}
+        self.dirty_jobs: list[tuple[_Job, str]] = []  # (job, task) whose waiting pods need a look
+        self.events: list[tuple] = []
+        self.seq = itertools.count()
+        self.active: list[tuple] = []
+        self.unschedulable: list[_Run] = []
+        self.freed = False
+        self.now = 0.0
+        self.starting = 0
+        self.pending_count = 0
+
+    # --- public -------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, object]:
+        wall0 = time.perf_counter()
+        pods = self.workload.iter_pods()
+        nxt = next(pods, None)
+        self._push(0.0, _TICK, None)
+        if self.cfg.rebalance_s:
+            self._push(self.cfg.rebalance_s, _REBALANCE, None)
+        while True:
+            t_ev = self.events[0][0] if self.events else INF
+            t_arr = nxt.arrival_s if nxt is not None else INF
+            t = min(t_ev, t_arr)
+            if t == INF or t > self.end_t:
+                break
+            self._advance(t)
+            while nxt is not None and nxt.arrival_s <= t:
+                self._arrive(nxt)
+                nxt = next(pods, None)
+            while self.events and self.events[0][0] <= t:
+                _, _, kind, data = heapq.heappop(self.events)
+                self._dispatch(kind, data, t, nxt is not None)
+            if self.dirty_jobs:
+                self._release_waiting(t)
+            if self.active or (self.freed and self.unschedulable):
+                self._schedule(t)
+        self._finish()
+        wall = time.perf_counter() - wall0
+        out: dict[str, object] = {
+            "policy": self.policy.name,
+            "scenario": self.workload.name,
+            "seed": self.seed,
+            "nodes": self.cluster.size,
+            "pods": self.acc.pods_arrived,
+        }
+        out.update(summarize(self.acc, total_cpu=self.cluster.total_cpu, total_mem=self.cluster.total_mem,
+                             total_gpu_milli=self.cluster.total_gpu_milli))
+        out["wall_s"] = wall
+        out["placements_per_s"] = self.acc.pods_scheduled / wall if wall > 0 else 0.0
+        out["cross_rack_traffic_gb"] = self.acc.cross_rack_mb / 1000.0
+        out["pods_finished"] = self.acc.pods_finished
+        out["pods_running_at_end"] = self.acc.pods_scheduled - self.acc.pods_finished
+        if self.acc.unschedulable_examples:
+            out["unschedulable_examples"] = list(self.acc.unschedulable_examples)
+        if "bad_rows" in self.workload.info:
+            out["trace_bad_rows"] = self.workload.info["bad_rows"]
+        return out
+
+    @property
+    def series(self) -> list[tuple[float, ...]]:
+        return self.acc.series
+
+    # --- event plumbing -----------------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, data: object) -> None:
+        heapq.heappush(self.events, (t, next(self.seq), kind, data))
+
+    def _dispatch(self, kind: int, data: object, t: float, more_arrivals: bool) -> None:
+        if kind == _NODE_DONE:
+            node, ver = data  # type: ignore[misc]
+            if ver == self.node_ver[node]:
+                self._node_done(node, t)
+        elif kind == _START:
+            run, epoch = data  # type: ignore[misc]
+            if run.epoch == epoch:
+                self._start(run, t)
+        elif kind == _SERVICE_END:
+            run, epoch = data  # type: ignore[misc]
+            if run.epoch == epoch and run.state == 3:
+                self._complete(run, t)
+        elif kind == _TICK:
+            self._tick(t)
+            # Pending pods with nothing running, starting or arriving can never be placed: stop there.
+            if more_arrivals or self.slot_runs or self.starting:
+                self._push(t + self.tick_s, _TICK, None)
+        elif kind == _REBALANCE:
+            self._rebalance(t)
+            if more_arrivals or self.slot_runs:
+                self._push(t + (self.cfg.rebalance_s or 0.0), _REBALANCE, None)
+
+    # --- time integration ---------------------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0 and self.acc.first_arrival is not None:
+            a = self.acc
+            a.cpu_use_s += self.sum_eff_cpu * dt
+            a.mem_use_s += self._mem_now * dt
+            a.gpu_use_s += self._gpu_now * dt
+            a.cpu_alloc_s += self._req_cpu_now * dt
+            a.gpu_alloc_s += self._gpu_alloc_now * dt
+        self.now = t
+
+    _mem_now = 0.0
+    _gpu_now = 0.0
+    _req_cpu_now = 0
+    _gpu_alloc_now = 0
+
+    def _touch(self, node: int, t: float) -> None:
+        """Bring a node's virtual clock and saturated-time counter up to t before its state changes."""
+        dt = t - self.node_t[node]
+        if dt > 0:
+            self.clock[node] += dt * self.speed[node]
+            if self.saturated[node]:
+                self.sat_cum[node] += dt
+            self.node_t[node] = t
+
+    def _refresh(self, node: int, t: float, force: bool = False) -> None:
+        """Recompute a node's speed and saturation after its usage changed; re-plan its next completion."""
+        c = self.cluster
+        use = c.use_cpu[node]
+        cap = c.cap_cpu[node]
+        eff = min(use, cap)
+        self.sum_eff_cpu += eff - self.eff_cpu[node]
+        self.eff_cpu[node] = eff
+        self.saturated[node] = use > cap * (1 + 1e-9)
+        speed = cap / use if use > cap else 1.0
+        if speed != self.speed[node] or force:
+            self.speed[node] = speed
+            self._plan_node(node, t)
+
+    def _plan_node(self, node: int, t: float) -> None:
+        heap = self.node_heap[node]
+        while heap and heap[0][2].epoch != heap[0][3]:
+            heapq.heappop(heap)
+        self.node_ver[node] += 1
+        if heap:
+            when = t + max(0.0, heap[0][0] - self.clock[node]) / self.speed[node]
+            self._push(when, _NODE_DONE, (node, int(self.node_ver[node])))
+
+    # --- arrivals and the queue ---------------------------------------------------------------------------
+
+    def _arrive(self, spec: PodSpec) -> None:
+        a = self.acc
+        a.pods_arrived += 1
+        if a.first_arrival is None:
+            a.first_arrival = spec.arrival_s
+        job = self.jobs.get(spec.job_id)
+        if job is None:
+            job = self.jobs[spec.job_id] = _Job(spec.arrival_s)
+        job.total += 1
+        task = job.tasks.get(spec.task)
+        if task is None:
+            task = job.tasks[spec.task] = [0, 0, []]
+        task[0] += 1
+        startup = spec.startup_s if spec.startup_s is not None else max(
+            0.05, float(self.rng_pod.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+        run = _Run(spec, job, startup)
+        run.req = self.cluster.request(spec)
+        self.shapes.add(run.req.cpu, run.req.gpus, run.req.gpu_milli, run.req.model_mask)
+        if not self._fits_somewhere_empty(run):
+            self._reject(run)
+            return
+        if spec.parents:
+            # Wait on the first unfinished parent; re-checked when that task finishes.
+            job.n_waiting += 1
+            job.waiting.setdefault(spec.parents[0], []).append(run)
+            self.dirty_jobs.append((job, spec.parents[0]))
+        else:
+            self._enqueue(run, spec.arrival_s)
+
+    def _fits_somewhere_empty(self, run: _Run) -> bool:
+        spec = run.spec
+        key = (spec.cpu_m, spec.mem_mib, spec.gpus, spec.gpu_milli, spec.gpu_models, spec.tolerations,
+               spec.gpu_options)
+        fits = self._fit_cache.get(key)
+        if fits is None:
+            fits = self._fit_cache[key] = self._fits_empty_uncached(run)
+        return fits
+
+    def _fits_empty_uncached(self, run: _Run) -> bool:
+        c = self.cluster
+        for g in self._gpu_options(run.spec):
+            r = c.request(run.spec, g)
+            ok = (c.cap_cpu >= r.cpu) & (c.cap_mem >= r.mem) & (c.gpu_count >= r.gpus)
+            if r.gpus and r.model_mask:
+                ok &= (c.node_model_bit & r.model_mask) != 0
+            if c.taint_bit:
+                ok &= (c.taints & ~r.toleration_mask) == 0
+            if ok.any():
+                return True
+        return False
+
+    def _reject(self, run: _Run) -> None:
+        spec = run.spec
+        reason = self.cluster.infeasible_reason(run.req)  # type: ignore[arg-type]
+        msg = (f"pod {spec.uid} (job {spec.job_id}: {spec.cpu_m}m CPU, {spec.mem_mib}Mi, {spec.gpus} GPU"
+               f"{' x ' + str(spec.gpu_milli) + 'm' if spec.gpus else ''}"
+               f"{' model ' + '|'.join(spec.gpu_models) if spec.gpu_models else ''}) fits no node even on an "
+               f"empty cluster: {reason}")
+        if not self.cfg.allow_unschedulable:
+            raise UserError(msg + "; pass --allow-unschedulable to count such pods and go on")
+        self.acc.pods_unschedulable += 1
+        run.job.unplaceable = True
+        if len(self.acc.unschedulable_examples) < 5:
+            self.acc.unschedulable_examples.append(msg)
+
+    def _enqueue(self, run: _Run, t: float) -> None:
+        run.ready_t = t
+        run.state = 1
+        self.pending_count += 1
+        heapq.heappush(self.active, (-run.spec.priority, t, next(self.seq), run))
+
+    def _release_waiting(self, t: float) -> None:
+        todo, self.dirty_jobs = self.dirty_jobs, []
+        for job, task in dict.fromkeys(todo):  # ordered de-duplication keeps runs deterministic
+            if not self._task_done(job, task):
+                continue
+            for run in job.waiting.pop(task, ()):
+                blocker = next((p for p in run.spec.parents if not self._task_done(job, p)), None)
+                if blocker is None:
+                    job.n_waiting -= 1
+                    self._enqueue(run, t)
+                else:
+                    job.waiting.setdefault(blocker, []).append(run)
+                    self.dirty_jobs.append((job, blocker))
+
+    @staticmethod
+    def _task_done(job: _Job, task: str) -> bool:
+        info = job.tasks.get(task)
+        return info is None or info[1] >= info[0]  # a parent absent from the workload does not block
+
+    @staticmethod
+    def _gpu_options(spec: PodSpec) -> tuple[int, ...]:
+        if not spec.gpu_options:
+            return (spec.gpus,)
+        rest = tuple(g for g in spec.gpu_options if g != spec.gpus)
+        return (spec.gpus, *rest) if spec.gpus in spec.gpu_options else spec.gpu_options
+
+    def _schedule(self, t: float) -> None:
+        if self.freed:
+            for run in self.unschedulable:
+                heapq.heappush(self.active, (-run.spec.priority, run.ready_t, next(self.seq), run))
+            self.unschedulable = []
+            self.freed = False
+        c = self.cluster
+        failed: list[PodRequest] = []
+        while self.active:
+            run = heapq.heappop(self.active)[3]
+            r0 = run.req
+            if not run.spec.gpu_options and any(_dominates(r0, f) for f in failed):
+                self.unschedulable.append(run)
+                continue
+            options = []
+            for g in self._gpu_options(run.spec):
+                r = r0 if g == run.spec.gpus else c.request(run.spec, g)
+                options.append(Option(g, r, c.feasible(r)))
+            ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
+            decision = self.policy.select(ctx)
+            if decision is None:
+                self.unschedulable.append(run)
+                if not run.spec.gpu_options:
+                    failed.append(r0)
+                continue
+            self._bind(run, decision, options, t)
+
+    def _bind(self, run: _Run, d: Decision, options: list[Option], t: float) -> None:
+        option = next((o for o in options if o.gpus == d.gpus), None)
+        if option is None or not (0 <= d.node < self.cluster.size) or not option.feasible[d.node]:
+            raise RuntimeError(f"policy {self.policy.name} chose infeasible node {d.node} for {run.spec.uid}")
+        c = self.cluster
+        r = option.request
+        ids = d.gpu_ids if d.gpu_ids is not None else c.pick_gpus(d.node, r)
+        c.allocate(d.node, r, ids)
+        c.starting_cpu[d.node] += r.cpu
+        run.req, run.node, run.gpu_ids, run.gpus = r, d.node, ids, d.gpus
+        if run.bind_t < 0:
+            run.bind_t = t
+            self.acc.pods_scheduled += 1
+            self.acc.pending.append(t - run.ready_t)
+        self.pending_count -= 1
+        run.state = 2
+        self.starting += 1
+        run.job.placed[d.node] += 1
+        run.job.racks[int(c.rack[d.node])] += 1
+        self._req_cpu_now += r.cpu
+        self._gpu_alloc_now += r.gpus * r.gpu_milli
+        self._push(t + run.startup, _START, (run, run.epoch))
+        if self.cfg.check_invariants:
+            c.check_invariants()
+
+    # --- running pods -------------------------------------------------------------------------------------
+
+    def _start(self, run: _Run, t: float) -> None:
+        spec, c, node = run.spec, self.cluster, run.node
+        self.starting -= 1
+        c.starting_cpu[node] -= run.req.cpu  # type: ignore[union-attr]
+        run.state = 3
+        if run.start_t < 0:
+            run.start_t = t
+        self.by_uid[spec.uid] = run
+        remote_mb = self._shuffle_read(run)
+        work = spec.work_s if spec.work_s is not None else INF
+        if spec.gpu_options and run.gpus > 1 and spec.gpus <= 1:
+            work /= max(spec.elastic_speedup, 1e-9)
+        if not spec.service and math.isfinite(work):
+            work = (run.work or work) + remote_mb * 8.0 / (self.cfg.nic_gbps * 1000.0)
+        run.work = work
+        # usage slot
+        self._touch(node, t)
+        self._add_slot(run, t)
+        run.sat0 = self.sat_cum[node]
+        if spec.service or not math.isfinite(work):
+            if math.isfinite(work):
+                if run.service_end == INF:  # a migrated service keeps its deletion time
+                    run.service_end = t + work
+                self._push(max(t, run.service_end), _SERVICE_END, (run, run.epoch))
+            self._refresh(node, t)
+        else:
+            heapq.heappush(self.node_heap[node], (self.clock[node] + work, next(self.seq), run, run.epoch))
+            self._refresh(node, t, force=True)
+        if spec.traffic_mbps > 0:
+            self.traffic_runs[run] = None
+
+    def _shuffle_read(self, run: _Run) -> float:
+        spec = run.spec
+        if spec.shuffle_in_mb <= 0:
+            return 0.0
+        sources: list[int] = []
+        for p in spec.parents:
+            info = run.job.tasks.get(p)
+            if info:
+                sources.extend(info[2])
+        if not spec.parents:
+            sources = [n for n in run.job.tasks[spec.task][2]]
+        if not sources:
+            return 0.0
+        src = np.asarray(sources)
+        remote = float(np.mean(src != run.node))
+        rack = self.cluster.rack
+        remote_rack = float(np.mean(rack[src] != rack[run.node]))
+        mb = spec.shuffle_in_mb * remote
+        self.acc.cross_node_mb += mb
+        self.acc.cross_rack_mb += spec.shuffle_in_mb * remote_rack
+        run.remote_mb += mb
+        return mb
+
+    def _add_slot(self, run: _Run, t: float) -> None:
+        i = len(self.slot_runs)
+        if i == self.s_node.shape[0]:
+            self._grow_slots()
+        spec, r = run.spec, run.req
+        self.slot_runs.append(run)
+        run.slot = i
+        self.s_node[i] = run.node
+        self.s_base[i] = (r.cpu * spec.usage_cpu, r.mem * spec.usage_mem,  # type: ignore[union-attr]
+                          r.gpus * r.gpu_milli * spec.usage_gpu)  # type: ignore[union-attr]
+        self.s_sigma[i] = math.sqrt(math.log1p(spec.usage_cv ** 2))
+        self.s_service[i] = spec.service
+        load = self.load_curve(t) if (spec.service and self.load_curve) else 1.0
+        use = self.s_base[i] * load
+        use[1] = self.s_base[i, 1]
+        self.s_use[i] = use
+        self._apply_use(run.node, use, 1.0)
+
+    def _remove_slot(self, run: _Run) -> None:
+        i, last = run.slot, len(self.slot_runs) - 1
+        self._apply_use(run.node, self.s_use[i], -1.0)
+        moved = self.slot_runs[last]
+        self.slot_runs[i] = moved
+        moved.slot = i
+        for arr in (self.s_node, self.s_base, self.s_sigma, self.s_service, self.s_use):
+            arr[i] = arr[last]
+        self.slot_runs.pop()
+        run.slot = -1
+
+    def _apply_use(self, node: int, use: np.ndarray, sign: float) -> None:
+        c = self.cluster
+        c.use_cpu[node] += sign * use[0]
+        old_mem = min(c.use_mem[node], c.cap_mem[node])
+        c.use_mem[node] += sign * use[1]
+        self._mem_now += min(c.use_mem[node], c.cap_mem[node]) - old_mem
+        c.use_gpu[node] += sign * use[2]
+        self._gpu_now += sign * use[2]
+
+    def _grow_slots(self) -> None:
+        for name in ("s_node", "s_base", "s_sigma", "s_service", "s_use"):
+            arr = getattr(self, name)
+            new = np.zeros((arr.shape[0] * 2, *arr.shape[1:]), dtype=arr.dtype)
+            new[: arr.shape[0]] = arr
+            setattr(self, name, new)
+
+    def _node_done(self, node: int, t: float) -> None:
+        self._touch(node, t)
+        heap = self.node_heap[node]
+        clock = self.clock[node]
+        finished = []
+        while heap and (heap[0][2].epoch != heap[0][3] or heap[0][0] <= clock + EPS * max(1.0, clock)):
+            _, _, run, epoch = heapq.heappop(heap)
+            if run.epoch == epoch:
+                finished.append(run)
+        for run in finished:
+            self._complete(run, t)
+        self._refresh(node, t, force=True)
+
+    def _stop(self, run: _Run, t: float) -> None:
+        """Take a running pod off its node (finished or migrated)."""
+        c, node = self.cluster, run.node
+        self._touch(node, t)
+        run.sat_time += self.sat_cum[node] - run.sat0
+        self._remove_slot(run)
+        self._refresh(node, t)
+        c.release(node, run.req, run.gpu_ids)  # type: ignore[arg-type]
+        self._req_cpu_now -= run.req.cpu  # type: ignore[union-attr]
+        self._gpu_alloc_now -= run.req.gpus * run.req.gpu_milli  # type: ignore[union-attr]
+        run.job.placed[node] -= 1
+        run.job.racks[int(c.rack[node])] -= 1
+        self.traffic_runs.pop(run, None)
+        self.by_uid.pop(run.spec.uid, None)
+        run.epoch += 1
+        self.freed = True
+
+    def _complete(self, run: _Run, t: float) -> None:
+        self._stop(run, t)
+        run.state = 4
+        spec, job, a = run.spec, run.job, self.acc
+        a.pods_finished += 1
+        a.last_finish = max(a.last_finish, t)
+        if spec.qos == QoS.LS:
+            a.ls_pods += 1
+            life = t - run.start_t
+            pend = run.bind_t - run.ready_t
+            if run.sat_time > self.cfg.sla_saturated_fraction * life or pend > self.cfg.sla_pending_s:
+                a.ls_violations += 1
+        task = job.tasks[spec.task]
+        task[1] += 1
+        task[2].append(run.node)
+        job.done += 1
+        job.last_done = t
+        if task[1] >= task[0] and spec.task in job.waiting:
+            self.dirty_jobs.append((job, spec.task))
+        if job.done == job.total and not job.n_waiting:
+            if not job.unplaceable:
+                a.jct.append(t - job.submit)
+            self.jobs.pop(spec.job_id, None)
+
+    # --- ticks --------------------------------------------------------------------------------------------
+
+    def _tick(self, t: float) -> None:
+        n = len(self.slot_runs)
+        c = self.cluster
+        # Bring every node to t under the old usage, then resample usage.
+        dt = t - self.node_t
+        self.clock += dt * self.speed
+        self.sat_cum += np.where(self.saturated, dt, 0.0)
+        self.node_t[:] = t
+        self._traffic(t)
+        if n:
+            sigma = self.s_sigma[:n]
+            noise = np.exp(self.rng_use.standard_normal(n) * sigma - 0.5 * sigma * sigma)
+            use = self.s_base[:n] * noise[:, None]
+            use[:, 1] = self.s_base[:n, 1]  # memory holds steady; CPU and GPU fluctuate
+            if self.load_curve is not None:
+                load = self.load_curve(t)
+                use[self.s_service[:n], 0] *= load
+            self.s_use[:n] = use
+            nodes = self.s_node[:n]
+            size = c.size
+            c.use_cpu = np.bincount(nodes, weights=use[:, 0], minlength=size)
+            c.use_mem = np.bincount(nodes, weights=use[:, 1], minlength=size)
+            c.use_gpu = np.bincount(nodes, weights=use[:, 2], minlength=size)
+        else:
+            c.use_cpu[:] = 0.0
+            c.use_mem[:] = 0.0
+            c.use_gpu[:] = 0.0
+        cap = c.cap_cpu
+        self.eff_cpu = np.minimum(c.use_cpu, cap)
+        self.sum_eff_cpu = float(self.eff_cpu.sum())
+        self._mem_now = float(np.minimum(c.use_mem, c.cap_mem).sum())
+        self._gpu_now = float(c.use_gpu.sum())
+        self.saturated = c.use_cpu > cap * (1 + 1e-9)
+        new_speed = np.where(self.saturated, cap / np.maximum(c.use_cpu, 1e-9), 1.0)
+        changed = np.flatnonzero(new_speed != self.speed)
+        self.speed = new_speed
+        for node in changed:
+            if self.node_heap[node]:
+                self._plan_node(int(node), t)
+        self._sample(t)
+        if self.progress is not None:
+            self.progress(t, self.workload.duration_s)
+
+    def _traffic(self, t: float) -> None:
+        if not self.traffic_runs:
+            return
+        rack = self.cluster.rack
+        for run in self.traffic_runs:
+            since = max(run.start_t, t - self.tick_s)
+            dt = t - since
+            job = run.job
+            others = sum(job.placed.values()) - 1
+            if others <= 0 or dt <= 0:
+                continue
+            remote = (others + 1 - job.placed[run.node]) / others
+            remote_rack = (others + 1 - job.racks[int(rack[run.node])]) / others
+            mb = run.spec.traffic_mbps * dt / 8.0
+            self.acc.cross_node_mb += mb * remote
+            self.acc.cross_rack_mb += mb * remote_rack
+
+    def _sample(self, t: float) -> None:
+        c, a = self.cluster, self.acc
+        frag = 0.0
+        if c.total_gpu_milli and self.shapes.current is not None and a.first_arrival is not None:
+            frag = fragmentation_ratio(c.gpu_free, c.cap_cpu - c.req_cpu, c.node_model_bit, self.shapes.current)
+            a.frag_s += frag * self.tick_s
+            a.frag_time += self.tick_s
+        if self.cfg.series:
+            gcap = c.total_gpu_milli or 1
+            a.series.append((t, self.sum_eff_cpu / c.total_cpu, self._mem_now / c.total_mem,
+                             self._gpu_now / gcap, self._req_cpu_now / c.total_cpu, self._gpu_alloc_now / gcap,
+                             float(self.pending_count), float(len(self.slot_runs)), frag))
+
+    def _rebalance(self, t: float) -> None:
+        running = [(r.spec.uid, r.node) for r in self.slot_runs]
+        for m in self.policy.rebalance(self.cluster, running, t):
+            self._migrate(m, t)
+
+    def _migrate(self, m: Migration, t: float) -> None:
+        run = self.by_uid.get(m.pod_uid)
+        if run is None or m.node == run.node:
+            return
+        c = self.cluster
+        done = 0.0
+        if not run.spec.service and run.slot >= 0 and math.isfinite(run.work):
+            self._touch(run.node, t)
+            target = next((e[0] for e in self.node_heap[run.node] if e[2] is run and e[3] == run.epoch), None)
+            if target is not None:
+                done = max(0.0, run.work - (target - self.clock[run.node]))
+        self._stop(run, t)
+        if not c.feasible(run.req)[m.node]:  # type: ignore[arg-type]
+            raise RuntimeError(f"policy {self.policy.name} migrated {m.pod_uid} to infeasible node {m.node}")
+        self.acc.migrations += 1
+        if run.spec.service:
+            run.work = 0.0
+        else:
+            run.work = max(run.work - done, 0.0) if run.spec.checkpointable else 0.0
+        run.startup = max(0.05, float(self.rng_use.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+        self.pending_count += 1
+        self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
+
+    def _finish(self) -> None:
+        a = self.acc
+        stuck = len(self.unschedulable) + len(self.active)
+        waiting = sum(j.n_waiting for j in self.jobs.values())
+        a.pods_unschedulable += stuck + waiting
+        if a.first_arrival is not None:
+            # Busy window: first arrival to the last completion, or to the end if pods still run.
+            end = self.now if self.slot_runs or self.starting else a.last_finish
+            a.busy_s = max(0.0, end - a.first_arrival)
+
+
+def _dominates(r: PodRequest, failed: PodRequest) -> bool:
+    """r needs at least as much as a request that already fit nowhere in this pass, under equal constraints."""
+    return (r.cpu >= failed.cpu and r.mem >= failed.mem and r.gpus >= failed.gpus
+            and (r.gpus == 0 or r.gpu_milli >= failed.gpu_milli) and r.model_mask == failed.model_mask
+            and r.toleration_mask == failed.toleration_mask)
+
+
+def simulate(workload: Workload, policy: Policy | str, seed: int = 0, config: SimConfig | None = None,
+             progress: Callable[[float, float], None] | None = None) -> dict[str, object]:
+    """Run one workload under one policy; returns the metrics dict (see drlsched.metrics.METRIC_KEYS)."""
+    from drlsched.policies import make_policy
+
+    pol = make_policy(policy) if isinstance(policy, str) else policy
+    return Simulator(workload, pol, seed, config, progress).run()
+
+
+@dataclass
+class RunResult:
+    metrics: dict[str, object]
+    series: list[tuple[float, ...]] = field(default_factory=list)
+    jct: list[float] = field(default_factory=list)
