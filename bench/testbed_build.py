@@ -1,0 +1,50 @@
+"""Builds the testbed binaries (if needed) and prints, as JSON, the build time and the binaries' sizes.
+
+The time reported is the one recorded by the build that filled the cache, which was cold only if the Go
+build cache (~/.cache/go-build) was empty then; `--cold` rebuilds everything now against an empty, temporary
+Go build cache (the module download cache is kept) and reports that time instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+from drlsched.testbed.build import build, build_record
+from testbed_common import machine_info, versions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cold", action="store_true", help="rebuild everything with an empty Go build cache")
+    args = parser.parse_args()
+    if args.cold:
+        with tempfile.TemporaryDirectory(prefix="drlsched-gocache-") as gocache:
+            os.environ["GOCACHE"] = gocache
+            build(force=True)
+    else:
+        build()
+    record = build_record() or {}
+    sizes = record.get("binary_bytes", {})
+    print(
+        json.dumps(
+            {
+                "benchmark": "testbed_build",
+                "cold_rebuild_now": args.cold,
+                "build_seconds": record.get("build_seconds"),
+                "component_seconds": record.get("component_seconds"),
+                "built_at": record.get("built_at"),
+                "binary_mib": {name: round(size / 2**20, 1) for name, size in sizes.items()},
+                "binary_bytes": sizes,
+                **versions(),
+                "machine": machine_info(),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

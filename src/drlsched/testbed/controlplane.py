@@ -1,0 +1,361 @@
+"""`up`, `down` and `status` of a local control plane: etcd, kube-apiserver, kwok and kube-scheduler on
+loopback.
+
+Everything a running testbed owns lives in one state directory, described by its `state.json` (ports, pids,
+binaries, kubeconfig). The file is rewritten after every process start, so `down` can clean up after an `up`
+that failed half way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import yaml
+
+from drlsched.errors import UserError
+from drlsched.testbed import processes
+from drlsched.testbed.build import find_binaries
+from drlsched.testbed.kwok_config import kwok_config
+from drlsched.testbed.nodes import PROFILES, node_manifests
+from drlsched.testbed.pki import Pki, create_pki, write_kubeconfig
+from drlsched.testbed.pods import create_concurrently
+from drlsched.testbed.processes import LOOPBACK
+
+STATE_FILE = "state.json"
+MARKER = ".drlsched-testbed"  # marks a directory as a testbed's, so reusing or wiping it is safe
+SCHEDULERS = ("default", "none")
+_API_TIMEOUT_S = 120.0
+_NODE_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Options:
+    state_dir: Path
+    nodes: int = 10
+    gpu_nodes: int = 0
+    profile: str = "uniform"
+    scheduler: str = "default"
+    apiserver_port: int = 0  # 0: any free port
+
+
+@dataclass
+class Testbed:
+    """What a caller needs to use a running testbed (also the content of state.json)."""
+
+    state_dir: Path
+    kubeconfig: Path
+    apiserver_url: str
+    kwok_url: str  # kwok's emulated kubelet server (metrics endpoints)
+    scheduler: str
+    nodes: int
+    gpu_nodes: int
+    profile: str
+    ports: dict[str, int]
+    processes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    startup_seconds: float = 0.0
+    # Seconds each start-up step took: a process until it answered healthy, node creation, nodes until Ready.
+    step_seconds: dict[str, float] = field(default_factory=dict)
+
+    def save(self) -> None:
+        data = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        tmp = self.state_dir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(self.state_dir / STATE_FILE)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> Testbed | None:
+        path = state_dir / STATE_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return cls(**{**data, "state_dir": Path(data["state_dir"]), "kubeconfig": Path(data["kubeconfig"])})
+
+    def running(self) -> dict[str, bool]:
+        return {name: processes.runs(p["pid"], p["binary"]) for name, p in self.processes.items()}
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+
+
+def up(options: Options) -> Testbed:
+    _check_options(options)
+    binaries = find_binaries()
+    state_dir = options.state_dir.resolve()
+    _claim_state_dir(state_dir)
+    if options.apiserver_port:
+        processes.require_free(options.apiserver_port, "kube-apiserver")
+    started = time.monotonic()
+    ports = {
+        "etcd": processes.free_port(),
+        "etcd-peer": processes.free_port(),
+        "apiserver": options.apiserver_port or processes.free_port(),
+        "kwok": processes.free_port(),
+        "scheduler": processes.free_port(),
+    }
+    testbed = Testbed(
+        state_dir=state_dir,
+        kubeconfig=state_dir / "kubeconfig",
+        apiserver_url=f"https://{LOOPBACK}:{ports['apiserver']}",
+        kwok_url=f"http://{LOOPBACK}:{ports['kwok']}",
+        scheduler=options.scheduler,
+        nodes=options.nodes,
+        gpu_nodes=options.gpu_nodes,
+        profile=options.profile,
+        ports=ports,
+    )
+    testbed.save()
+    try:
+        _start_all(testbed, binaries, options)
+    except BaseException:
+        down(state_dir, keep_logs=True)
+        raise
+    testbed.startup_seconds = round(time.monotonic() - started, 2)
+    testbed.save()
+    return testbed
+
+
+def down(state_dir: Path, keep_logs: bool = False) -> list[str]:
+    """Stops every process the testbed started (last first) and removes its state; returns their names."""
+    testbed = Testbed.load(state_dir.resolve())
+    if testbed is None:
+        return []
+    stopped = []
+    for name, proc in reversed(testbed.processes.items()):
+        if processes.runs(proc["pid"], proc["binary"]):
+            processes.stop(proc["pid"], proc["binary"])
+            stopped.append(name)
+    if keep_logs:
+        # A failed `up` keeps the logs its error message points at; only the state file goes.
+        (testbed.state_dir / STATE_FILE).unlink()
+        shutil.rmtree(testbed.state_dir / "etcd", ignore_errors=True)
+    else:
+        shutil.rmtree(testbed.state_dir, ignore_errors=True)
+    return stopped
+
+
+def _check_options(options: Options) -> None:
+    if options.nodes < 1:
+        raise UserError("--nodes must be at least 1")
+    if not 0 <= options.gpu_nodes <= options.nodes:
+        raise UserError(f"--gpu-nodes must be between 0 and --nodes ({options.nodes})")
+    if options.profile not in PROFILES:
+        raise UserError(f"unknown node profile {options.profile!r}; choose one of {', '.join(PROFILES)}")
+    if options.scheduler not in SCHEDULERS:
+        raise UserError(f"unknown scheduler {options.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+
+
+def _claim_state_dir(state_dir: Path) -> None:
+    existing = Testbed.load(state_dir)
+    if existing is not None:
+        if any(existing.running().values()):
+            raise UserError(f"a testbed already runs in {state_dir}; stop it with `drlsched testbed down`")
+        down(state_dir)  # leftovers of a testbed whose processes are gone
+    elif (state_dir / MARKER).exists():
+        shutil.rmtree(state_dir)  # logs kept by a failed `up`
+    elif state_dir.exists() and any(state_dir.iterdir()):
+        raise UserError(f"state directory {state_dir} is not empty and holds no testbed; choose another")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / MARKER).touch()
+
+
+def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) -> None:
+    d = testbed.state_dir
+    pki = create_pki(d / "pki")
+    tokens = pki.tokens()
+    kubeconfigs = {
+        name: write_kubeconfig(d / f"{name}.kubeconfig", testbed.apiserver_url, pki, token)
+        for name, token in tokens.items()
+    }
+    kubeconfigs["admin"].rename(testbed.kubeconfig)
+    ports = testbed.ports
+
+    etcd_url = f"http://{LOOPBACK}:{ports['etcd']}"
+    peer_url = f"http://{LOOPBACK}:{ports['etcd-peer']}"
+    _launch(
+        testbed,
+        "etcd",
+        binaries["etcd"],
+        [
+            "--name=testbed",
+            f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=testbed={peer_url}",
+            "--listen-metrics-urls=",
+            "--unsafe-no-fsync",  # throwaway data: durability only costs time
+        ],
+        lambda: processes.http_ok(f"{etcd_url}/health"),
+        60.0,
+    )
+
+    ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    _launch(
+        testbed,
+        "kube-apiserver",
+        binaries["kube-apiserver"],
+        _apiserver_args(ports, etcd_url, pki),
+        lambda: (
+            processes.http_ok(f"{testbed.apiserver_url}/readyz", ca, tokens["admin"])
+            and processes.http_ok(f"{testbed.apiserver_url}/api/v1/namespaces/default", ca, tokens["admin"])
+        ),
+        _API_TIMEOUT_S,
+    )
+
+    (d / "kwok.yaml").write_text(kwok_config())
+    _launch(
+        testbed,
+        "kwok",
+        binaries["kwok"],
+        [
+            f"--kubeconfig={kubeconfigs['kwok']}",
+            f"--config={d / 'kwok.yaml'}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address={LOOPBACK}:{ports['kwok']}",
+            f"--node-ip={LOOPBACK}",
+            f"--node-port={ports['kwok']}",
+            "--cidr=10.0.0.1/16",
+            "--node-lease-duration-seconds=0",
+        ],
+        lambda: processes.http_ok(f"{testbed.kwok_url}/healthz"),
+        60.0,
+    )
+
+    log(f"creating {options.nodes} fake nodes ({options.gpu_nodes} with GPUs, profile {options.profile})")
+    with _client(testbed) as api:
+        started = time.monotonic()
+        create_concurrently(
+            kubernetes.client.CoreV1Api(api).create_node,
+            node_manifests(options.nodes, options.gpu_nodes, options.profile),
+        )
+        testbed.step_seconds["create-nodes"] = round(time.monotonic() - started, 2)
+
+    if options.scheduler == "default":
+        start_scheduler(testbed)
+
+    with _client(testbed) as api:
+        started = time.monotonic()
+        _wait_nodes_ready(api, options.nodes)
+        testbed.step_seconds["nodes-ready"] = round(time.monotonic() - started, 2)
+
+
+def start_scheduler(testbed: Testbed) -> None:
+    """Starts the real kube-scheduler on a testbed that has none (e.g. once pods are queued, to time it)."""
+    if "kube-scheduler" in testbed.processes:
+        raise UserError(f"the testbed in {testbed.state_dir} already has a kube-scheduler")
+    d = testbed.state_dir
+    kubeconfig = d / "kube-scheduler.kubeconfig"
+    (d / "scheduler.yaml").write_text(yaml.safe_dump(_scheduler_config(kubeconfig)))
+    port = testbed.ports["scheduler"]
+    args = [
+        f"--config={d / 'scheduler.yaml'}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={port}",
+        # Lets benchmarks read scheduler_* metrics without setting up RBAC for a metrics reader.
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+    # The scheduler serves an in-memory self-signed certificate: its health is all we read from it.
+    insecure = ssl._create_unverified_context()
+
+    def healthy() -> bool:
+        return processes.http_ok(f"https://{LOOPBACK}:{port}/healthz", insecure)
+
+    _launch(testbed, "kube-scheduler", find_binaries()["kube-scheduler"], args, healthy, 60.0)
+    testbed.scheduler = "default"
+    testbed.save()
+
+
+def _apiserver_args(ports: dict[str, int], etcd_url: str, pki: Pki) -> list[str]:
+    return [
+        f"--etcd-servers={etcd_url}",
+        # Without an advertise address the apiserver derives one from the default route, which may not exist.
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={ports['apiserver']}",
+        f"--tls-cert-file={pki.server_cert}",
+        f"--tls-private-key-file={pki.server_key}",
+        f"--token-auth-file={pki.token_file}",
+        "--authorization-mode=Node,RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki.service_account_key}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        # No controller manager runs: nothing would create the `default` ServiceAccount that the
+        # ServiceAccount plugin demands, nor lift the not-ready taint TaintNodesByCondition puts on new nodes.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--allow-privileged=true",
+        # One client (the scheduler) must not be throttled by the fairness queues sized for shared clusters.
+        "--enable-priority-and-fairness=false",
+        "--max-requests-inflight=0",
+        "--max-mutating-requests-inflight=0",
+    ]
+
+
+def _scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        # The default 50 QPS would cap binding at ~25 pods/s (a bind and an event per pod), measuring the
+        # client limiter rather than the scheduler; kwokctl and scheduler_perf lift it the same way.
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 10000},
+        "leaderElection": {"leaderElect": False},
+    }
+
+
+def _launch(
+    testbed: Testbed, name: str, binary: Path, args: list[str], ready: Callable[[], bool], timeout_s: float
+) -> None:
+    log(f"starting {name}")
+    log_file = testbed.state_dir / f"{name}.log"
+    started = time.monotonic()
+    pid = processes.start([str(binary), *args], log_file)
+    testbed.processes[name] = {"pid": pid, "binary": str(binary), "log": str(log_file)}
+    testbed.save()
+    processes.wait_until(ready, timeout_s, lambda: processes.runs(pid, str(binary)), name, log_file)
+    testbed.step_seconds[name] = round(time.monotonic() - started, 2)
+
+
+@contextmanager
+def _client(testbed: Testbed) -> Iterator[kubernetes.client.ApiClient]:
+    api = testbed.api_client()
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+def _wait_nodes_ready(api: kubernetes.client.ApiClient, expected: int) -> None:
+    core = kubernetes.client.CoreV1Api(api)
+    deadline = time.monotonic() + _NODE_TIMEOUT_S
+    while True:
+        items = json.loads(core.list_node(_preload_content=False).data)["items"]
+        ready = sum(
+            any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+            for n in items
+        )
+        if ready >= expected:
+            return
+        if time.monotonic() > deadline:
+            raise UserError(f"only {ready} of {expected} nodes became Ready in {_NODE_TIMEOUT_S:.0f} s")
+        time.sleep(0.5)
+
+
+def log(message: str) -> None:
+    print(f"drlsched: {message}", file=sys.stderr, flush=True)
