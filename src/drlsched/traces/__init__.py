@@ -112,8 +112,8 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
         meta = store.load_meta(directory, sources)
         if meta is not None:
             if meta["info"].get("bad_rows") and not args.skip_bad_rows:
-                raise UserError(f"malformed row at {meta['first_bad_row']} (use --skip-bad-rows to skip such "
-                                f"rows)")
+                raise UserError(f"malformed row at {meta['info']['first_bad_row']} (use --skip-bad-rows to "
+                                f"skip such rows)")
             meta["info"]["cache"] = "hit"
             return meta, directory, keep
     else:
@@ -121,7 +121,7 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
         directory = Path(keep.name) / "store"  # type: ignore[attr-defined]
     bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
     ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES)
-    meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources, bad.first)
+    meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
     meta["info"]["cache"] = "built" if args.cache else "none"
     return meta, directory, keep
 

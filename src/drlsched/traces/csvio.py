@@ -86,7 +86,6 @@ class BadRows:
 
     skip: bool
     info: dict[str, object] = field(default_factory=dict)
-    first: str = ""
 
     @property
     def count(self) -> int:
@@ -96,8 +95,7 @@ class BadRows:
         message = f"{path}:{line}: column {column}: {reason}"
         if not self.skip:
             raise UserError(f"malformed row at {message} (use --skip-bad-rows to skip such rows)")
-        if not self.first:
-            self.first = message
+        self.info.setdefault("first_bad_row", message)
         self.info["bad_rows"] = self.count + 1
 
 
@@ -156,7 +154,7 @@ def read_json_lines(path: Path, bad: BadRows) -> Iterator[tuple[int, Mapping[str
             if not text_line.strip():
                 continue
             try:
-                record = json.loads(text_line)
+                record = json.loads(text_line.rstrip("\r\n"))
             except json.JSONDecodeError as err:
                 bad.report(path, line, str(err.colno), f"invalid JSON: {err.msg}")
                 continue

@@ -62,7 +62,7 @@ def load_meta(directory: Path, source_stamp: list[list[object]]) -> dict[str, An
 
 
 def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], info: dict[str, object],
-          source_stamp: list[list[object]], first_bad_row: str = "") -> dict[str, Any]:
+          source_stamp: list[list[object]]) -> dict[str, Any]:
     """Sorts `chunks` into `directory` (replaced atomically) and returns the meta written beside them.
 
     `nodes` and `info` are read only after the chunks are exhausted: readers fill them while streaming.
@@ -80,8 +80,7 @@ def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], in
         for run in runs:
             run.unlink()
         meta = {"version": STORE_VERSION, "stamp": source_stamp, "pods": count, "first_arrival": first,
-                "last_arrival": last, "nodes": [asdict(node) for node in nodes], "info": info,
-                "first_bad_row": first_bad_row}
+                "last_arrival": last, "nodes": [asdict(node) for node in nodes], "info": info}
         (work / META_FILE).write_text(json.dumps(meta))
         if directory.exists():
             shutil.rmtree(directory)
