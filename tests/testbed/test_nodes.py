@@ -1,0 +1,35 @@
+"""Fake node manifests: counts, shapes dealt in the profile's proportions, labels."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, PROFILES, RACK_LABEL, node_manifests
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_first_gpu_nodes_have_gpus_and_a_model_label(profile: str) -> None:
+    nodes = node_manifests(50, 20, profile)
+    assert len(nodes) == 50
+    assert len({n["metadata"]["name"] for n in nodes}) == 50
+    for node in nodes[:20]:
+        assert int(node["status"]["allocatable"][GPU_RESOURCE]) > 0
+        assert node["metadata"]["labels"][GPU_MODEL_LABEL]
+    for node in nodes[20:]:
+        assert GPU_RESOURCE not in node["status"]["allocatable"]
+        assert GPU_MODEL_LABEL not in node["metadata"]["labels"]
+
+
+def test_shapes_follow_the_profile_weights() -> None:
+    gpu_shapes, _ = PROFILES["openb"]
+    total = sum(s.weight for s in gpu_shapes)
+    nodes = node_manifests(total, total, "openb")
+    models = Counter(n["metadata"]["labels"][GPU_MODEL_LABEL] for n in nodes)
+    assert models == Counter({s.model: s.weight for s in gpu_shapes})
+
+
+def test_racks_hold_twenty_nodes_each() -> None:
+    racks = Counter(n["metadata"]["labels"][RACK_LABEL] for n in node_manifests(45, 5, "uniform"))
+    assert racks == {"rack-000": 20, "rack-001": 20, "rack-002": 5}
