@@ -92,9 +92,7 @@ def find_binaries() -> dict[str, Path]:
     paths = {name: directory / name for name in BINARIES}
     missing = [name for name, path in paths.items() if not os.access(path, os.X_OK)]
     if missing:
-        raise UserError(
-            f"testbed binaries missing in {directory}: {', '.join(missing)}; run `drlsched testbed build`"
-        )
+        raise UserError(f"testbed binaries missing in {directory}: {', '.join(missing)}; run `drlsched testbed build`")
     return paths
 
 
@@ -177,9 +175,7 @@ def _read(path: Path) -> str:
     try:
         return path.read_text()
     except FileNotFoundError:
-        raise UserError(
-            f"{path} not found; the testbed builds from a drlsched clone's testbed/ modules"
-        ) from None
+        raise UserError(f"{path} not found; the testbed builds from a drlsched clone's testbed/ modules") from None
 
 
 def _log(message: str) -> None:

@@ -16,9 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser("testbed", help="run a local Kubernetes control plane with fake (KWOK) nodes")
     actions = parser.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
 
-    build = actions.add_parser(
-        "build", help="build the control-plane binaries into the cache (once per version)"
-    )
+    build = actions.add_parser("build", help="build the control-plane binaries into the cache (once per version)")
     build.add_argument("--force", action="store_true", help="rebuild even if the cache holds this version")
     build.set_defaults(func=_build)
 
@@ -32,9 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="default",
         help="run the real kube-scheduler, or none (pods stay Pending until bound by someone)",
     )
-    up.add_argument(
-        "--apiserver-port", type=int, default=0, help="kube-apiserver port (default: any free one)"
-    )
+    up.add_argument("--apiserver-port", type=int, default=0, help="kube-apiserver port (default: any free one)")
     _state_dir_arg(up)
     up.set_defaults(func=_up)
 
@@ -73,9 +69,7 @@ def _up(args: argparse.Namespace) -> int:
             apiserver_port=args.apiserver_port,
         )
     )
-    controlplane.log(
-        f"testbed up in {testbed.startup_seconds} s: {testbed.apiserver_url}, {testbed.nodes} nodes"
-    )
+    controlplane.log(f"testbed up in {testbed.startup_seconds} s: {testbed.apiserver_url}, {testbed.nodes} nodes")
     print(testbed.kubeconfig)
     return 0
 
@@ -85,9 +79,7 @@ def _down(args: argparse.Namespace) -> int:
         controlplane.log(f"no testbed in {args.state_dir}")
         return 0
     stopped = controlplane.down(args.state_dir)
-    controlplane.log(
-        f"stopped {', '.join(stopped) or 'nothing (no process was running)'}; removed {args.state_dir}"
-    )
+    controlplane.log(f"stopped {', '.join(stopped) or 'nothing (no process was running)'}; removed {args.state_dir}")
     return 0
 
 

@@ -1,5 +1,4 @@
-"""`up`, `down` and `status` of a local control plane: etcd, kube-apiserver, kwok and kube-scheduler on
-loopback.
+"""`up` and `down` of a local control plane on loopback: etcd, kube-apiserver, kwok and kube-scheduler.
 
 Everything a running testbed owns lives in one state directory, described by its `state.json` (ports, pids,
 binaries, kubeconfig). The file is rewritten after every process start, so `down` can clean up after an `up`
@@ -95,13 +94,9 @@ def up(options: Options) -> Testbed:
     if options.apiserver_port:
         processes.require_free(options.apiserver_port, "kube-apiserver")
     started = time.monotonic()
-    ports = {
-        "etcd": processes.free_port(),
-        "etcd-peer": processes.free_port(),
-        "apiserver": options.apiserver_port or processes.free_port(),
-        "kwok": processes.free_port(),
-        "scheduler": processes.free_port(),
-    }
+    names = ("etcd", "etcd-peer", "apiserver", "kwok", "scheduler")
+    ports = dict(zip(names, processes.free_ports(len(names)), strict=True))
+    ports["apiserver"] = options.apiserver_port or ports["apiserver"]
     testbed = Testbed(
         state_dir=state_dir,
         kubeconfig=state_dir / "kubeconfig",
@@ -116,6 +111,9 @@ def up(options: Options) -> Testbed:
     testbed.save()
     try:
         _start_all(testbed, binaries, options)
+    except kubernetes.client.ApiException as err:
+        down(state_dir, keep_logs=True)
+        raise UserError(f"kube-apiserver refused a start-up request: {err.status} {err.reason}") from None
     except BaseException:
         down(state_dir, keep_logs=True)
         raise
@@ -344,10 +342,7 @@ def _wait_nodes_ready(api: kubernetes.client.ApiClient, expected: int) -> None:
     while True:
         items = json.loads(core.list_node(_preload_content=False).data)["items"]
         ready = sum(
-            any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n.get("status", {}).get("conditions", [])
-            )
+            any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
             for n in items
         )
         if ready >= expected:

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from drlsched.errors import UserError
@@ -23,11 +24,14 @@ from drlsched.errors import UserError
 LOOPBACK = "127.0.0.1"
 
 
-def free_port() -> int:
-    """A port that was free on loopback a moment ago (the kernel picks it, so testbeds rarely collide)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """Distinct ports that were free on loopback a moment ago: the kernel picks them, all bound at once so
+    none repeats, then releases them for the processes to take."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def require_free(port: int, what: str) -> None:
@@ -90,9 +94,7 @@ def http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None =
         return False
 
 
-def wait_until(
-    ready: Callable[[], bool], timeout_s: float, alive: Callable[[], bool], what: str, log: Path
-) -> None:
+def wait_until(ready: Callable[[], bool], timeout_s: float, alive: Callable[[], bool], what: str, log: Path) -> None:
     """Polls `ready` until true; fails early and clearly if the process died or the deadline passed."""
     deadline = time.monotonic() + timeout_s
     while not ready():
