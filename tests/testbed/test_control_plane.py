@@ -66,6 +66,13 @@ def test_kube_scheduler_binds_1000_pods_that_succeed_after_their_durations(
         finished = _seconds(pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"])
         expected = durations[int(pod["metadata"]["name"].split("-")[1])]
         assert expected - _EARLY_S <= finished - started <= expected + _LATE_S, pod["metadata"]["name"]
+        conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert conditions == {
+            "PodScheduled": "True",
+            "Initialized": "True",
+            "Ready": "False",
+            "ContainersReady": "False",
+        }
     # Every binding was the real scheduler's: it records a Scheduled event for each pod it binds.
     events = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
     assert {e.involved_object.name for e in events} == {p["metadata"]["name"] for p in pods}
@@ -76,9 +83,7 @@ def test_gpu_pods_land_only_on_gpu_nodes(
     api: kubernetes.client.ApiClient, core: kubernetes.client.CoreV1Api, namespace: str
 ) -> None:
     gpu_nodes = {n.metadata.name for n in core.list_node().items if GPU_RESOURCE in n.status.allocatable}
-    create_pods(
-        api, namespace, [pod_manifest(f"gpu-{i:03d}", gpus=1 + i % 2, duration=None) for i in range(60)]
-    )
+    create_pods(api, namespace, [pod_manifest(f"gpu-{i:03d}", gpus=1 + i % 2, duration=None) for i in range(60)])
     # No node has 16 GPUs: this one must stay Pending, reported unschedulable by the scheduler.
     create_pods(api, namespace, [pod_manifest("too-big", gpus=16, duration=None)])
 

@@ -1,10 +1,11 @@
 """The kwok controller's configuration: node and pod lifecycle Stages, and kubelet metrics emulation.
 
-Templates are kwok v0.8.0's own (`kustomize/stage/{node,pod}/fast`, `kustomize/metrics/{resource,usage}`),
-with two changes: pods complete after the duration in the `drlsched.io/run-duration` annotation, with no
-jitter (kwok uses the jitter *instead of* the duration when jitter <= duration), and there is no node
-heartbeat stage, because with no controller manager nothing would ever mark a silent node NotReady, so
-heartbeats would only load the apiserver.
+Templates are kwok v0.8.0's own (`kustomize/stage/{node,pod}/fast`, `kustomize/metrics/{resource,usage}`), with
+two changes:
+- pods complete (exit 0, Ready turning False as kubelet does) after the duration in the `drlsched.io/run-duration`
+  annotation, with no jitter: kwok uses the jitter *instead of* the duration when jitter <= duration;
+- there is no node heartbeat stage: with no controller manager nothing would ever mark a silent node NotReady,
+  so heartbeats would only load the apiserver.
 """
 
 from __future__ import annotations
@@ -146,6 +147,15 @@ spec:
   next:
     statusTemplate: |
       {{{{ $now := Now }}}}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        reason: PodCompleted
+        status: "False"
+        type: Ready
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        reason: PodCompleted
+        status: "False"
+        type: ContainersReady
       containerStatuses:
       {{{{ range .spec.containers }}}}
       - image: {{{{ .image | Quote }}}}
