@@ -157,9 +157,9 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _parse_policies(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    if not names:
-        raise UserError("--policies needs at least one policy name")
+    names = [p.strip() for p in text.split(",")]
+    if not all(names):
+        raise UserError(f"--policies has an empty name: {text!r} (expected e.g. k8s-default,fgd)")
     if len(set(names)) != len(names):
         raise UserError(f"--policies lists a policy twice: {text}")
     for name in names:

@@ -15,6 +15,7 @@ from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
 # kube-scheduler counts a pod without a cpu/memory request as 100m / 200Mi when scoring (NonZeroRequested).
 DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY_MIB = 200
+NO_MODEL = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class Cluster:
         for m in pod.gpu_models:
             mask |= self.model_bit.get(m, 0)
         if pod.gpu_models and mask == 0:
-            mask = -1  # constrained to models the cluster lacks: nothing fits
+            mask = NO_MODEL  # constrained to models the cluster lacks: a bit no node has
         tol = 0
         for t in pod.tolerations:
             tol |= self.taint_bit.get(t, 0)

@@ -402,7 +402,9 @@ class Simulator:
             decision = self.policy.select(ctx)
             if decision is None:
                 self.unschedulable.append(run)
-                if not run.spec.gpu_options:
+                if not run.spec.gpu_options and not any(_dominates(r0, f) for f in failed):
+                    # Keep only the minimal failed requests: the check above stays short.
+                    failed = [f for f in failed if not _dominates(f, r0)]
                     failed.append(r0)
                 continue
             self._bind(run, decision, options, t)
@@ -475,13 +477,13 @@ class Simulator:
             if info:
                 sources.extend(info[2])
         if not spec.parents:
-            sources = [n for n in run.job.tasks[spec.task][2]]
+            sources = run.job.tasks[spec.task][2]
         if not sources:
             return 0.0
-        src = np.asarray(sources)
-        remote = float(np.mean(src != run.node))
-        rack = self.cluster.rack
-        remote_rack = float(np.mean(rack[src] != rack[run.node]))
+        node, rack = run.node, self.cluster.rack
+        my_rack = rack[node]
+        remote = sum(1 for n in sources if n != node) / len(sources)
+        remote_rack = sum(1 for n in sources if rack[n] != my_rack) / len(sources)
         mb = spec.shuffle_in_mb * remote
         self.acc.cross_node_mb += mb
         self.acc.cross_rack_mb += spec.shuffle_in_mb * remote_rack
@@ -686,7 +688,8 @@ class Simulator:
             run.work = 0.0
         else:
             run.work = max(run.work - done, 0.0) if run.spec.checkpointable else 0.0
-        run.startup = max(0.05, float(self.rng_use.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+        if run.spec.startup_s is None:
+            run.startup = max(0.05, float(self.rng_use.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
         self.pending_count += 1
         self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
 

@@ -1,0 +1,87 @@
+"""The CLI end to end, in a subprocess as a user runs it: outputs, exit codes, no tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from drlsched.metrics import METRIC_KEYS, RUN_KEYS
+
+
+def drlsched(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "drlsched.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_simulate_json_to_stdout_has_every_key():
+    res = drlsched("simulate", "--scenario", "spark-tpcds", "--policy", "k8s-default", "--nodes", "6",
+                   "--duration", "120", "--seed", "4", "--json", "-")
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads(res.stdout)
+    for key in (*METRIC_KEYS, *RUN_KEYS):
+        assert key in metrics
+    assert metrics["policy"] == "k8s-default" and metrics["scenario"] == "spark-tpcds" and metrics["seed"] == 4
+
+
+def test_simulate_summary_and_file(tmp_path):
+    out = tmp_path / "m.json"
+    res = drlsched("simulate", "--scenario", "batch", "--policy", "fgd", "--nodes", "5", "--duration", "60",
+                   "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "jct_p99_s" in res.stdout and json.loads(out.read_text())["policy"] == "fgd"
+
+
+def test_evaluate_writes_results_report_and_plots(tmp_path):
+    res = drlsched("evaluate", "--scenario", "ml-gpu", "--policies", "k8s-default,fgd,most-allocated",
+                   "--nodes", "10", "--duration", "1800", "--seeds", "2", "--out", str(tmp_path), "--jobs", "1",
+                   "--quiet", "--allow-unschedulable")
+    assert res.returncode == 0, res.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["policies"]) == {"k8s-default", "fgd", "most-allocated"}
+    stat = results["policies"]["fgd"]["jct_p99_s"]
+    assert set(stat) == {"mean", "ci95", "n"} and stat["n"] == 2
+    report = (tmp_path / "report.md").read_text()
+    assert "P99 JCT" in report and "Cross-node traffic" in report and "GPU frag" in report
+    assert "%)" in report  # changes relative to k8s-default
+    for png in ("utilisation.png", "jct_cdf.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    assert "| k8s-default |" in res.stdout
+
+
+def test_paired_seeds_give_every_policy_the_same_workload(tmp_path):
+    res = drlsched("evaluate", "--scenario", "batch", "--policies", "k8s-default,random", "--nodes", "5",
+                   "--duration", "60", "--seeds", "2", "--out", str(tmp_path), "--quiet")
+    assert res.returncode == 0, res.stderr
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    by_seed = {}
+    for r in runs:
+        by_seed.setdefault(r["seed"], set()).add(r["pods"])
+    assert all(len(v) == 1 for v in by_seed.values())
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--scenario", "nope", "--policy", "k8s-default"],
+    ["simulate", "--scenario", "batch", "--policy", "nope"],
+    ["simulate", "--scenario", "batch", "--policy", "fgd", "--nodes", "-4"],
+    ["simulate", "--scenario", "batch", "--policy", "fgd", "--nodes", "abc"],
+    ["simulate", "--scenario", "batch", "--policy", "fgd", "--duration", "inf"],
+    ["simulate", "--scenario", "batch", "--policy", "fgd", "--nodes", "99999999"],
+    ["simulate", "--policy", "fgd"],
+    ["evaluate", "--scenario", "batch", "--policies", "k8s-default,,", "--out", "x"],
+    ["evaluate", "--scenario", "batch", "--policies", "fgd,fgd", "--out", "x"],
+    ["evaluate", "--scenario", "batch", "--policies", "fgd", "--seeds", "0", "--out", "x"],
+])
+def test_bad_input_is_a_clear_error_without_traceback(args, tmp_path):
+    res = drlsched(*args, cwd=tmp_path)
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    assert "error" in res.stderr
+
+
+def test_pod_that_fits_nowhere_fails_clearly():
+    # ml-gpu on a 1-node cluster: the single G2 node cannot take every pod shape (e.g. model-constrained pods).
+    res = drlsched("simulate", "--scenario", "ml-gpu", "--policy", "k8s-default", "--nodes", "1", "--duration",
+                   "36000", "--quiet")
+    assert res.returncode == 2
+    assert "fits no node even on an empty cluster" in res.stderr and "Traceback" not in res.stderr
