@@ -23,9 +23,9 @@ TARGET_PODS = 25_000
 
 
 def one(nodes: int, seed: int) -> dict[str, float]:
+    from drlsched.policies import make_policy
     from drlsched.scenarios import make_scenario
     from drlsched.simulator import SimConfig, Simulator
-    from drlsched.policies import make_policy
 
     # Offered load scales with the cluster: a window long enough for TARGET_PODS pods, cut at that many.
     duration = max(60.0, 900.0 * 40 * 2 * TARGET_PODS / (nodes * 29_000))
