@@ -79,7 +79,8 @@ def _with_bad_row(source: Path, target: Path, name: str, line: int, row: str) ->
      r"openb_pod_list_default.csv:3: column 5 \(gpu_milli\)"),
     ("alibaba-gpu-v2023", "openb_pod_list_default.csv", 4, "openb-pod-9,1000,1,0,0,,XX,Running,5,9,5",
      r"openb_pod_list_default.csv:4: column 7 \(qos\)"),
-    ("google-2019", "instance_events-000000000000.json", 2, '{"time": "1", "type": ', r"events-000000000000.json:2: column 23"),
+    ("google-2019", "instance_events-000000000000.json", 2, '{"time": "1", "type": ',
+     r"events-000000000000.json:2: column 23"),
     ("google-2019", "instance_events-000000000000.json", 5, '{"time": "1", "type": "0", "instance_index": "0"}',
      r"events-000000000000.json:5: column collection_id"),
 ])
@@ -100,7 +101,7 @@ def test_cached_bad_rows_still_need_skip(tmp_path: Path) -> None:
     assert load(trace, "alibaba-gpu-v2023", cache=cache, skip_bad_rows=True).info["bad_rows"] == 1
     hit = load(trace, "alibaba-gpu-v2023", cache=cache, skip_bad_rows=True)
     assert hit.info["cache"] == "hit" and hit.info["bad_rows"] == 1
-    with pytest.raises(UserError, match="openb_pod_list_default.csv:2"):
+    with pytest.raises(UserError, match=r"openb_pod_list_default\.csv:2"):
         load(trace, "alibaba-gpu-v2023", cache=cache)
 
 

@@ -48,7 +48,7 @@ def test_header_file_must_match(tmp_path) -> None:
     trace = tmp_path / "pai"
     shutil.copytree(TRACE, trace)
     (trace / "pai_task_table.header").write_text("job_name,task_name,plan_cpu\n")
-    with pytest.raises(UserError, match="pai_task_table.header: columns"):
+    with pytest.raises(UserError, match=r"pai_task_table\.header: columns"):
         load(trace, "alibaba-gpu-v2020")
 
 
