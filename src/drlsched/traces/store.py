@@ -30,7 +30,7 @@ STORE_VERSION = 1  # bump when readers change what they produce, so old cache en
 PODS_FILE = "pods.parquet"
 META_FILE = "meta.json"
 ROW_GROUP_ROWS = 65_536
-MERGE_BUDGET_ROWS = 2_000_000  # rows buffered across all runs while merging
+MERGE_BUDGET_ROWS = 262_144  # rows buffered across all runs while merging (memory, not speed, bound)
 _ORDER = [("arrival_s", "ascending"), ("seq", "ascending")]
 
 
