@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 from pathlib import Path
@@ -110,3 +111,17 @@ def test_header_mismatch(tmp_path: Path) -> None:
     pods.write_text("name,cpu_milli\nopenb-pod-1,1000\n")
     with pytest.raises(UserError, match=r"openb_pod_list_x.csv:1: header lacks column\(s\) memory_mib"):
         load(pods, "alibaba-gpu-v2023")
+
+
+def test_a_concurrent_build_keeps_the_first_valid_entry(tmp_path: Path) -> None:
+    from drlsched.traces import store
+
+    cache = str(tmp_path / "cache")
+    first = load(OPENB, "alibaba-gpu-v2023", cache=cache)
+    entry = first.pods.pods_file.parent  # type: ignore[attr-defined]
+    before = (entry / store.META_FILE).stat().st_mtime_ns
+    stamp = json.loads((entry / store.META_FILE).read_text())["stamp"]
+    meta = store.write(iter(()), entry, [], {}, stamp)  # a second builder finishing later
+    assert meta["pods"] == 6  # the other process's entry, not our empty build
+    assert (entry / store.META_FILE).stat().st_mtime_ns == before
+    assert not [p for p in entry.parent.iterdir() if p.name.startswith(".build-")]

@@ -97,3 +97,8 @@ def test_wrong_directory_names_the_expected_files(tmp_path) -> None:
     (tmp_path / "openb_pod_list_b.csv").write_text("x\n")
     with pytest.raises(UserError, match="several files could be the pods table"):
         load(tmp_path, "alibaba-gpu-v2023")
+
+
+def test_empty_window_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="selects no pods"):
+        load(OPENB, "alibaba-gpu-v2023", start=1e9)

@@ -127,6 +127,11 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
 
 
 def load_trace(args: argparse.Namespace) -> Workload:
+    return load_window(args, allow_empty=False)
+
+
+def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
+    """`load_trace`, optionally accepting a window without pods (trace-info on a machine table alone)."""
     path, fmt = _validate(args)
     meta, directory, keep = _stored(args, path, fmt)
     lo = meta["first_arrival"] + args.start
@@ -135,6 +140,10 @@ def load_trace(args: argparse.Namespace) -> Workload:
                     seed=int(getattr(args, "seed", 0) or 0), max_pods=args.max_pods)
     pods_file = directory / store.PODS_FILE
     count, last = extent(pods_file, window)
+    if not count and not allow_empty:
+        span = f"{meta['first_arrival']:g}..{meta['last_arrival']:g} s" if meta["pods"] else "no pods at all"
+        raise UserError(f"the trace window selects no pods (the trace has {meta['pods']} pods, arrivals "
+                        f"{span}; check --start, --duration, --sample-rate)")
     if duration is None:
         # Trace times are whole seconds: the window ends one second after its last arrival.
         duration = last + 1.0 if count else 0.0

@@ -82,9 +82,22 @@ def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], in
         meta = {"version": STORE_VERSION, "stamp": source_stamp, "pods": count, "first_arrival": first,
                 "last_arrival": last, "nodes": [asdict(node) for node in nodes], "info": info}
         (work / META_FILE).write_text(json.dumps(meta))
+        # Several processes (evaluate --jobs) may build the same entry at once: the first valid one wins and
+        # is never removed under a reader; only a stale entry is replaced.
+        existing = load_meta(directory, source_stamp)
+        if existing is not None:
+            shutil.rmtree(work)
+            return existing
         if directory.exists():
-            shutil.rmtree(directory)
-        work.rename(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+        try:
+            work.rename(directory)
+        except OSError:
+            existing = load_meta(directory, source_stamp)
+            if existing is None:
+                raise
+            shutil.rmtree(work)
+            return existing
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
