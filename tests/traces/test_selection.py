@@ -6,7 +6,7 @@ import pytest
 from trace_helpers import FIXTURES, load, namespace
 
 from drlsched.errors import UserError
-from drlsched.traces import load_trace, podtable, store
+from drlsched.traces import load_trace, load_window, podtable, store
 
 OPENB = FIXTURES / "alibaba-gpu-v2023"
 V2018 = FIXTURES / "alibaba-v2018"
@@ -102,3 +102,15 @@ def test_wrong_directory_names_the_expected_files(tmp_path) -> None:
 def test_empty_window_is_a_user_error() -> None:
     with pytest.raises(UserError, match="selects no pods"):
         load(OPENB, "alibaba-gpu-v2023", start=1e9)
+
+
+@pytest.mark.parametrize("fmt", ["alibaba-v2018", "alibaba-gpu-v2020", "google-2019"])
+def test_sampling_while_reading_keeps_the_trace_origin(fmt: str) -> None:
+    full = load(FIXTURES / fmt, fmt)
+    for seed in range(6):
+        sampled = load_window(namespace(FIXTURES / fmt, fmt, sample_rate=0.4, seed=seed), allow_empty=True)
+        assert sampled.info["sampled_while_reading"] == 0.4
+        assert sampled.info["window_start_s"] == full.info["window_start_s"]
+        jobs = {pod.job_id for pod in sampled.iter_pods()}
+        expected = [(p.uid, p.arrival_s) for p in full.iter_pods() if p.job_id in jobs]
+        assert [(p.uid, p.arrival_s) for p in sampled.iter_pods()] == expected

@@ -105,7 +105,11 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
     sources = store.stamp(p for paths in found.values() for p in paths)
     cpu_m = args.machine_cpu_millis or reader.DEFAULT_MACHINE[0]
     mem_mib = args.machine_memory_mib or reader.DEFAULT_MACHINE[1]
-    key = {"format": fmt, "path": str(path.resolve()), "cpu": cpu_m, "mem": mem_mib}
+    key: dict[str, object] = {"format": fmt, "path": str(path.resolve()), "cpu": cpu_m, "mem": mem_mib}
+    seed = int(getattr(args, "seed", 0) or 0)
+    early = getattr(reader, "SAMPLES_WHILE_READING", False) and args.sample_rate < 1.0
+    if early:  # the store then holds only the sampled jobs: a cache entry of its own
+        key.update(sample_rate=args.sample_rate, seed=seed)
     keep: object = None
     if args.cache:
         directory = store.entry_dir(Path(args.cache).expanduser(), key)
@@ -120,7 +124,10 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
         keep = tempfile.TemporaryDirectory(prefix="drlsched-trace-")
         directory = Path(keep.name) / "store"  # type: ignore[attr-defined]
     bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
-    ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES)
+    ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, sample_rate=args.sample_rate if early else 1.0,
+                  seed=seed)
+    if early:
+        ctx.info["sampled_while_reading"] = args.sample_rate
     meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
     meta["info"]["cache"] = "built" if args.cache else "none"
     return meta, directory, keep
@@ -134,7 +141,11 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     """`load_trace`, optionally accepting a window without pods (trace-info on a machine table alone)."""
     path, fmt = _validate(args)
     meta, directory, keep = _stored(args, path, fmt)
-    lo = meta["first_arrival"] + args.start
+    origin = meta["first_arrival"]
+    if meta["info"].get("unsampled_first_arrival_s") is not None:  # jobs before it were sampled out early
+        origin = min(origin, meta["info"]["unsampled_first_arrival_s"]) if meta["pods"] else \
+            meta["info"]["unsampled_first_arrival_s"]
+    lo = origin + args.start
     duration = getattr(args, "duration", None)
     window = Window(lo=lo, hi=math.inf if duration is None else lo + duration, sample_rate=args.sample_rate,
                     seed=int(getattr(args, "seed", 0) or 0), max_pods=args.max_pods)
@@ -150,7 +161,7 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     nodes = store.nodes_from_meta(meta)
     info: dict[str, object] = dict(meta["info"])
     info.update(format=fmt, source=str(path), pods=count, trace_pods=meta["pods"], nodes_in_trace=len(nodes),
-                window_start_s=lo, trace_first_arrival_s=meta["first_arrival"],
+                window_start_s=lo, trace_first_arrival_s=origin,
                 trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=window.seed)
     return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, getattr(args, "nodes", None)),
                     pods=TracePods(pods_file, window, keep), duration_s=float(duration), info=info)

@@ -52,6 +52,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # 96 cores (machine_meta); 100 memory units assumed to be 512 GiB
 DEFAULT_NODES = 4034
+SAMPLES_WHILE_READING = True  # batch_task is held in memory: --sample-rate shrinks it
 
 TASK_COLUMNS = (Column("task_name", required), Column("instance_num", optional_integer),
                 Column("job_name", required), Column("task_type", text), Column("status", text),
@@ -124,6 +125,8 @@ def _read_tasks(ctx: Context, path: Path) -> dict[tuple[str, str], Task]:
     rows: dict[tuple[str, str], tuple[int, int, float | None, float | None]] = {}
     jobs: dict[str, list[str]] = {}
     for line, (task, _, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, ctx.bad):
+        if not ctx.keep(job, float(start) if start > 0 else None):
+            continue
         if start < 0 or end < 0 or (cpu is not None and cpu < 0):
             ctx.bad.report(path, line, "6-8", f"negative time or plan_cpu ({start}, {end}, {cpu})")
             continue
@@ -154,6 +157,8 @@ def _instances(ctx: Context, tasks: dict[tuple[str, str], Task], path: Path) -> 
     buffer = PodBuffer()
     for line, row in read_csv(path, INSTANCE_COLUMNS, ctx.bad):
         instance, task_name, job, _, _, start, end, _, seq, total, cpu_avg, cpu_max, mem_avg, _ = row
+        if not ctx.keep(job):
+            continue
         task = tasks.get((job, task_name))
         if task is None:
             ctx.count("instances_without_task")

@@ -42,6 +42,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # assumed size of the largest machine (the trace does not disclose it)
 DEFAULT_NODES = 10_000
+SAMPLES_WHILE_READING = True  # events are grouped in memory: --sample-rate shrinks them
 
 OFFSET_US = 600_000_000
 AFTER_WINDOW = 2**63 - 1
@@ -141,6 +142,8 @@ def _read_usage(ctx: Context) -> dict[tuple[int, int], Usage]:
     for path, line, record in _records(ctx, ctx.files["usage"]):
         try:
             key = (_int(record, "collection_id"), _int(record, "instance_index"))
+            if not ctx.keep(str(key[0])):
+                continue
             average = _resources(record, "average_usage")
         except _Missing as err:
             ctx.bad.report(path, line, err.field, str(err))
@@ -166,6 +169,8 @@ def _read_events(ctx: Context, paths: list[Path]) -> dict[tuple[int, int], list[
         try:
             key = (_int(record, "collection_id"), _int(record, "instance_index"))
             time, kind = _int(record, "time"), _int(record, "type")
+            if not ctx.keep(str(key[0]), _seconds(time) if kind == SUBMIT and time != AFTER_WINDOW else None):
+                continue
             if not 0 <= kind <= 10:
                 raise _Missing("type", f"unknown event type {kind}")
             if _int(record, "collection_type", 0) == ALLOC_SET:

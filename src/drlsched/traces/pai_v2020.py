@@ -50,6 +50,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # the common PAI machine: 96 cores, 512 GB
 DEFAULT_NODES = 1897
+SAMPLES_WHILE_READING = True  # job, task and sensor tables are held in memory: --sample-rate shrinks them
 
 JOB_COLUMNS = (Column("job_name", required), Column("inst_id", text), Column("user", text),
                Column("status", text), Column("start_time", optional_number),
@@ -134,6 +135,8 @@ def _read_jobs(ctx: Context) -> dict[str, float]:
     path = need(ctx.files, "jobs", NAME, "pods arrive at their job's start_time in pai_job_table")[0]
     arrivals: dict[str, float] = {}
     for line, (job, _, _, _, start, _) in _table(ctx, "jobs", JOB_COLUMNS):
+        if not ctx.keep(job, start if start is not None and start >= 0 else None):
+            continue
         if start is None or start < 0:
             ctx.bad.report(path, line, "5 (start_time)", f"missing or negative submission time {start!r}")
             continue
@@ -156,6 +159,8 @@ def _read_tasks(ctx: Context, paths: list[Path]) -> dict[tuple[str, str], Task]:
     tasks: dict[tuple[str, str], Task] = {}
     for line, row in _table(ctx, "tasks", TASK_COLUMNS):
         job, name, count, _, start, end, cpu, mem, gpu, _ = row
+        if not ctx.keep(job):
+            continue
         cpu, mem, gpu = cpu or 0.0, mem or 0.0, gpu or 0.0
         if min(cpu, mem, gpu) < 0 or (count is not None and count < 0):
             ctx.bad.report(paths[0], line, "3,7-9", "negative inst_num or request")
@@ -170,6 +175,8 @@ def _read_tasks(ctx: Context, paths: list[Path]) -> dict[tuple[str, str], Task]:
 def _read_sensors(ctx: Context) -> dict[str, tuple[float | None, float | None, float | None]]:
     usage: dict[str, tuple[float | None, float | None, float | None]] = {}
     for _, row in _table(ctx, "sensors", SENSOR_COLUMNS):
+        if row[0] and not ctx.keep(row[0]):
+            continue
         usage[str(row[2])] = (row[6], row[7], row[8])
     return usage
 
@@ -186,6 +193,8 @@ def _instances(ctx: Context, arrivals: dict[str, float], tasks: Tasks) -> Iterat
     path = ctx.files["instances"][0]
     buffer = PodBuffer()
     for line, (job, name, _, worker, _, _, start, end, _) in _table(ctx, "instances", INSTANCE_COLUMNS):
+        if not ctx.keep(job):
+            continue
         task = tasks.get((str(job), str(name)))
         arrival = arrivals.get(str(job))
         if task is None or arrival is None:

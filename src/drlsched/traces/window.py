@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from drlsched.traces.podtable import job_hash
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -36,6 +38,11 @@ def _keep_jobs(hashes: np.ndarray, rate: float, seed: int) -> np.ndarray:
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     return (z >> np.uint64(11)).astype(np.float64) / float(2**53) < rate
+
+
+def keeps_job(job_id: str, rate: float, seed: int) -> bool:
+    """The sampling decision for one job, identical to the one `batches` makes for its pods."""
+    return rate >= 1.0 or bool(_keep_jobs(np.array([job_hash(job_id)], dtype=np.uint32), rate, seed)[0])
 
 
 def batches(pods_file: Path, window: Window, columns: list[str] | None = None) -> Iterator[pa.Table]:
