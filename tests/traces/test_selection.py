@@ -6,7 +6,7 @@ import pytest
 from trace_helpers import FIXTURES, load, namespace
 
 from drlsched.errors import UserError
-from drlsched.traces import load_trace, load_window, podtable, store
+from drlsched.traces import extsort, load_trace, load_window, podtable
 
 OPENB = FIXTURES / "alibaba-gpu-v2023"
 V2018 = FIXTURES / "alibaba-v2018"
@@ -62,7 +62,9 @@ def test_nodes_scale_proportionally() -> None:
 
 def test_many_runs_merge_in_arrival_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(podtable, "CHUNK_ROWS", 2)  # every two pods a sorted run of their own
-    monkeypatch.setattr(store, "MERGE_BUDGET_ROWS", 1)
+    monkeypatch.setattr(extsort, "MERGE_BUDGET_ROWS", 1)  # read one row at a time,
+    monkeypatch.setattr(extsort, "MIN_BATCH_ROWS", 1)
+    monkeypatch.setattr(extsort, "FAN_IN", 2)  # merge runs in pairs, level after level
     merged = [(p.arrival_s, p.uid) for p in load(V2018, "alibaba-v2018").iter_pods()]
     monkeypatch.undo()
     single = [(p.arrival_s, p.uid) for p in load(V2018, "alibaba-v2018").iter_pods()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drlsched.errors import UserError
-from drlsched.traces import csvio, dag
+from drlsched.traces import csvio, dag, extsort
 from drlsched.traces.nodes import scale
 from drlsched.workload import NodeSpec
 
@@ -37,3 +37,25 @@ def test_parsers() -> None:
     with pytest.raises(ValueError):
         csvio.number("nan")
     assert csvio.optional_number("NaN") is None and csvio.optional_number("") is None
+
+
+def test_external_sort_keeps_equal_keys_together(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(extsort, "MIN_BATCH_ROWS", 1)
+    monkeypatch.setattr(extsort, "MERGE_BUDGET_ROWS", 4)
+    monkeypatch.setattr(extsort, "FAN_IN", 3)
+    rng = random.Random(1)
+    rows = [(rng.randrange(6), f"j{rng.randrange(3)}", i) for i in range(300)]
+    schema = pa.schema([("key", pa.int64()), ("job", pa.string()), ("seq", pa.int64())])
+    chunks = [pa.table(list(zip(*rows[i:i + 7], strict=True)), schema=schema) for i in range(0, 300, 7)]
+    order = [("key", "ascending"), ("job", "ascending"), ("seq", "ascending")]
+    out = extsort.sort(chunks, tmp_path / "sorted.parquet", order, schema)
+    assert [tuple(r.values()) for r in pq.read_table(out).to_pylist()] == sorted(rows)
+    assert [p.name for p in tmp_path.iterdir()] == ["sorted.parquet"]
+    groups = list(extsort.groups(out, ["key", "job"], ["seq"]))
+    assert [g for g, _ in groups] == sorted({(k, j) for k, j, _ in rows})
+    assert sum(len(cols["seq"]) for _, cols in groups) == 300

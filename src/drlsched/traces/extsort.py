@@ -1,0 +1,100 @@
+"""External merge sort of Arrow chunks into one sorted Parquet file, in bounded memory.
+
+Each chunk is sorted and written as a run; runs are merged `FAN_IN` at a time (so the number of open files
+stays small however long the trace) until one file remains. A merge round cuts at the smallest of the
+buffers' last keys, after reading on in every run that ends exactly at that key, so all rows with a key up to
+the cut are merged in one round: equal keys come out contiguous and in the full sort order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FAN_IN = 64
+MERGE_BUDGET_ROWS = 262_144  # rows buffered across the runs of one merge (memory, not speed, bound)
+MIN_BATCH_ROWS = 1024
+ROW_GROUP_ROWS = 65_536
+Order = list[tuple[str, str]]  # pyarrow sort keys; the first is numeric and ascending: the merge cuts on it
+
+
+def sort(chunks: Iterable[pa.Table], out: Path, order: Order, schema: pa.Schema) -> Path:
+    """Writes the rows of `chunks` to `out` sorted by `order`; temporary runs live beside `out`."""
+    runs: list[Path] = []
+    for chunk in chunks:
+        if chunk.num_rows:
+            runs.append(out.with_name(f"{out.stem}-run{len(runs):06d}.parquet"))
+            pq.write_table(chunk.sort_by(order), runs[-1], row_group_size=ROW_GROUP_ROWS)
+    level = 0
+    while len(runs) > FAN_IN:
+        level += 1
+        merged = []
+        for start in range(0, len(runs), FAN_IN):
+            merged.append(out.with_name(f"{out.stem}-l{level}-{len(merged):06d}.parquet"))
+            _merge(runs[start:start + FAN_IN], merged[-1], order, schema)
+        runs = merged
+    _merge(runs, out, order, schema)
+    return out
+
+
+def _merge(runs: list[Path], out: Path, order: Order, schema: pa.Schema) -> None:
+    key = order[0][0]
+    batch = max(MIN_BATCH_ROWS, MERGE_BUDGET_ROWS // max(1, len(runs)))
+    readers = [pq.ParquetFile(run).iter_batches(batch_size=batch) for run in runs]
+    buffers: list[pa.Table | None] = [_next(reader) for reader in readers]
+    with pq.ParquetWriter(out, schema) as writer:
+        while any(buffer is not None for buffer in buffers):
+            cutoff = min(_last(buffer, key) for buffer in buffers if buffer is not None)
+            parts = []
+            for k, buffer in enumerate(buffers):
+                if buffer is None:
+                    continue
+                while _last(buffer, key) == cutoff:  # the run may hold more rows at the cut: read them too
+                    more = _next(readers[k])
+                    if more is None:
+                        break
+                    buffer = pa.concat_tables([buffer, more])
+                take = int(np.searchsorted(buffer.column(key).to_numpy(), cutoff, side="right"))
+                parts.append(buffer.slice(0, take))
+                rest = buffer.slice(take)
+                buffers[k] = rest if rest.num_rows else _next(readers[k])
+            writer.write_table(pa.concat_tables(parts).sort_by(order), row_group_size=ROW_GROUP_ROWS)
+    for run in runs:
+        run.unlink()
+
+
+def _last(table: pa.Table, key: str) -> object:
+    return table.column(key)[-1].as_py()
+
+
+def _next(reader: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    for batch in reader:
+        if batch.num_rows:
+            return pa.Table.from_batches([batch])
+    return None
+
+
+def groups(path: Path, by: list[str], columns: list[str]) -> Iterator[tuple[tuple[object, ...], dict[str, list]]]:
+    """Consecutive rows of a sorted file with equal `by` values, as column lists, across batch borders."""
+    current: tuple[object, ...] | None = None
+    rows: dict[str, list] = {name: [] for name in columns}
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS, columns=sorted({*by, *columns})):
+        values = {name: batch.column(name).to_pylist() for name in {*by, *columns}}
+        keys = list(zip(*(values[name] for name in by), strict=True))
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i < len(keys) and keys[i] == keys[start]:
+                continue
+            if keys[start] != current:
+                if current is not None:
+                    yield current, rows
+                current, rows = keys[start], {name: [] for name in columns}
+            for name in columns:
+                rows[name].extend(values[name][start:i])
+            start = i
+    if current is not None:
+        yield current, rows
