@@ -12,9 +12,7 @@ from drlsched.testbed.build import build_record
 def machine_info() -> dict[str, Any]:
     with open("/proc/meminfo") as meminfo:
         total_kib = int(meminfo.readline().split()[1])
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""
-    )
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
     return {
         "cpus": os.cpu_count(),
         "cpu_model": model,
