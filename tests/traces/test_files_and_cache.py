@@ -71,6 +71,8 @@ def _with_bad_row(source: Path, target: Path, name: str, line: int, row: str) ->
 @pytest.mark.parametrize(("fmt", "name", "line", "row", "where"), [
     ("alibaba-v2018", "batch_task.csv", 3, "M9,1.0,j_1,1,Terminated,abc,160,100.0,0.5",
      r"batch_task.csv:3: column 6 \(start_time\)"),
+    ("alibaba-v2018", "batch_task.csv", 3, "M1,2.0,j_1,1,Terminated,100,160,100.0,0.5",
+     r"batch_task.csv:3: column 1 \(task_name\): task M1 of this job listed twice"),
     ("alibaba-v2018", "batch_instance.csv", 2, "ins_x,M1,j_1,1,Terminated,100", r"batch_instance.csv:2: column 7"),
     ("alibaba-v2018-spar", "sample_tasks.csv", 2, "0,j_10,M5,ten,100.0,0.5,2",
      r"sample_tasks.csv:2: column 4 \(duration\)"),

@@ -124,11 +124,13 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
         keep = tempfile.TemporaryDirectory(prefix="drlsched-trace-")
         directory = Path(keep.name) / "store"  # type: ignore[attr-defined]
     bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
-    ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, sample_rate=args.sample_rate if early else 1.0,
-                  seed=seed)
-    if early:
-        ctx.info["sampled_while_reading"] = args.sample_rate
-    meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".scratch-", dir=directory.parent) as scratch:
+        ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, Path(scratch),
+                      sample_rate=args.sample_rate if early else 1.0, seed=seed)
+        if early:
+            ctx.info["sampled_while_reading"] = args.sample_rate
+        meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
     meta["info"]["cache"] = "built" if args.cache else "none"
     return meta, directory, keep
 

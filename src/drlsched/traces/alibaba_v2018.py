@@ -1,7 +1,8 @@
 """`alibaba-v2018`: raw cluster-trace-v2018 tables (headerless CSV): batch work, services and machines.
 
-- batch_task is held in memory (requests and DAG of every task; ~14M rows in the full trace);
-  batch_instance streams: one pod per instance row (a retry is a row of its own, uid suffixed `#seq_no`).
+- batch_task and batch_instance are sorted by job into scratch Parquet files (external sort) and joined job
+  by job: memory is bounded by one job and the sort buffers. One pod per instance row (a retry is a row of its
+  own, uid suffixed `#seq_no`).
 - A pod arrives with its job: the earliest valid task start_time of the job. Times of 0 mean "before or after
   the 8-day window": they are never used as times. Run time is the instance's end - start, else its task's,
   else unknown (work_s None: runs until the horizon), counted in `info["unknown_duration"]`.
@@ -23,10 +24,11 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-from drlsched.traces import dag
+from drlsched.traces import dag, extsort, podtable
 from drlsched.traces.context import Context
 from drlsched.traces.csvio import (
     Column,
@@ -52,7 +54,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # 96 cores (machine_meta); 100 memory units assumed to be 512 GiB
 DEFAULT_NODES = 4034
-SAMPLES_WHILE_READING = True  # batch_task is held in memory: --sample-rate shrinks it
+SAMPLES_WHILE_READING = True  # --sample-rate shrinks the sorts
 
 TASK_COLUMNS = (Column("task_name", required), Column("instance_num", optional_integer),
                 Column("job_name", required), Column("task_type", text), Column("status", text),
@@ -81,16 +83,25 @@ def _valid_norm(value: float | None) -> bool:
     return value is not None and 0 <= value <= 100
 
 
+# Both batch tables are sorted by job into scratch files (external sort) and joined job by job, so neither is
+# ever held in memory whole; `line` keeps the source line for error messages and a deterministic order.
+TASK_SCHEMA = pa.schema([("job", pa.string()), ("task", pa.string()), ("line", pa.int64()), ("start", pa.int64()),
+                         ("end", pa.int64()), ("plan_cpu", pa.float64()), ("plan_mem", pa.float64())])
+INSTANCE_SCHEMA = pa.schema([("job", pa.string()), ("task", pa.string()), ("line", pa.int64()),
+                             ("instance", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
+                             ("seq", pa.int64()), ("total", pa.int64()), ("cpu_avg", pa.float64()),
+                             ("cpu_max", pa.float64()), ("mem_avg", pa.float64())])
+BY_JOB = [("job", "ascending"), ("task", "ascending"), ("line", "ascending")]
+
+
 @dataclass(slots=True)
 class Task:
-    job_arrival: float | None
     duration: float | None
     cpu_m: int
     mem_mib: int
     plan_cpu: float
     plan_mem: float
     parents: str
-    valid: bool
 
 
 def read(ctx: Context) -> Iterator[pa.Table]:
@@ -101,9 +112,12 @@ def read(ctx: Context) -> Iterator[pa.Table]:
     if "containers" in ctx.files:
         yield from _services(ctx)
     if "tasks" in ctx.files or "instances" in ctx.files:
-        tasks = _read_tasks(ctx, need(ctx.files, "tasks", NAME, "batch instances need batch_task.csv")[0])
-        yield from _instances(ctx, tasks, need(ctx.files, "instances", NAME,
-                                               "pods are built from batch_instance.csv")[0])
+        task_path = need(ctx.files, "tasks", NAME, "batch instances need batch_task.csv")[0]
+        instance_path = need(ctx.files, "instances", NAME, "pods are built from batch_instance.csv")[0]
+        tasks = extsort.sort(_task_rows(ctx, task_path), ctx.scratch / "tasks.parquet", BY_JOB, TASK_SCHEMA)
+        instances = extsort.sort(_instance_rows(ctx, instance_path), ctx.scratch / "instances.parquet", BY_JOB,
+                                 INSTANCE_SCHEMA)
+        yield from _join(ctx, task_path, tasks, instances)
 
 
 def _read_machines(ctx: Context, path: Path) -> None:
@@ -121,78 +135,118 @@ def _read_machines(ctx: Context, path: Path) -> None:
     ctx.nodes.extend(node for _, node in latest.values() if node is not None)
 
 
-def _read_tasks(ctx: Context, path: Path) -> dict[tuple[str, str], Task]:
-    rows: dict[tuple[str, str], tuple[int, int, float | None, float | None]] = {}
-    jobs: dict[str, list[str]] = {}
-    for line, (task, _, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, ctx.bad):
-        if not ctx.keep(job, float(start) if start > 0 else None):
-            continue
-        if start < 0 or end < 0 or (cpu is not None and cpu < 0):
-            ctx.bad.report(path, line, "6-8", f"negative time or plan_cpu ({start}, {end}, {cpu})")
-            continue
-        if (job, task) in rows:
-            ctx.bad.report(path, line, "1 (task_name)", f"task {task} of job {job} listed twice")
-            continue
-        rows[(job, task)] = (start, end, cpu, mem)
-        jobs.setdefault(job, []).append(task)
-    tasks: dict[tuple[str, str], Task] = {}
-    for job, names in jobs.items():
-        starts = [rows[(job, name)][0] for name in names if rows[(job, name)][0] > 0]
-        arrival = float(min(starts)) if starts else None
-        parents, dangling = dag.job_parents(names)
-        if dangling:
-            ctx.count("missing_parent_tasks", dangling)
-        for name in names:
-            start, end, cpu, mem = rows.pop((job, name))
-            valid = cpu is not None and _valid_norm(mem)
-            tasks[(job, name)] = Task(
-                arrival, float(end - start) if 0 < start <= end else None,
-                round(cpu * 10) if cpu is not None else 0,
-                round(mem / 100 * ctx.machine_mem_mib) if valid and mem is not None else 0,
-                cpu or 0.0, mem or 0.0, parents[name], valid)
-    return tasks
+def _chunks(schema: pa.Schema, rows: Iterator[tuple[Any, ...]]) -> Iterator[pa.Table]:
+    block: list[tuple[Any, ...]] = []
+    for row in rows:
+        block.append(row)
+        if len(block) >= podtable.CHUNK_ROWS:
+            yield _table(schema, block)
+            block = []
+    yield _table(schema, block)
 
 
-def _instances(ctx: Context, tasks: dict[tuple[str, str], Task], path: Path) -> Iterator[pa.Table]:
+def _table(schema: pa.Schema, rows: list[tuple[Any, ...]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names]
+    return pa.table([pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
+                    schema=schema)
+
+
+def _task_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for line, (task, _, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, ctx.bad):
+            if not ctx.keep(job, float(start) if start > 0 else None):
+                continue
+            if start < 0 or end < 0 or (cpu is not None and cpu < 0):
+                ctx.bad.report(path, line, "6-8", f"negative time or plan_cpu ({start}, {end}, {cpu})")
+                continue
+            yield job, task, line, start, end, cpu, mem
+
+    return _chunks(TASK_SCHEMA, rows())
+
+
+def _instance_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for line, row in read_csv(path, INSTANCE_COLUMNS, ctx.bad):
+            instance, task, job, _, _, start, end, _, seq, total, cpu_avg, cpu_max, mem_avg, _ = row
+            if not ctx.keep(job):
+                continue
+            if 0 < end < start:
+                ctx.bad.report(path, line, "7 (end_time)", f"ends at {end}, before its start at {start}")
+                continue
+            yield job, task, line, instance, start, end, seq, total, cpu_avg, cpu_max, mem_avg
+
+    return _chunks(INSTANCE_SCHEMA, rows())
+
+
+def _job_tasks(ctx: Context, path: Path, rows: extsort.Columns) -> tuple[float | None, dict[str, Task]]:
+    """One job's arrival (earliest valid start) and its valid tasks with DAG parents resolved."""
+    names = rows["task"]
+    starts = [start for start in rows["start"] if start > 0]
+    arrival = float(min(starts)) if starts else None
+    parents, dangling = dag.job_parents(dict.fromkeys(names))
+    if dangling:
+        ctx.count("missing_parent_tasks", dangling)
+    tasks: dict[str, Task] = {}
+    for i, name in enumerate(names):
+        if i and names[i - 1] == name:
+            ctx.bad.report(path, rows["line"][i], "1 (task_name)", f"task {name} of this job listed twice")
+            continue
+        start, end, cpu, mem = rows["start"][i], rows["end"][i], rows["plan_cpu"][i], rows["plan_mem"][i]
+        if cpu is None or not _valid_norm(mem):
+            continue  # an invalid request: its instances are counted as they come
+        tasks[name] = Task(float(end - start) if 0 < start <= end else None, round(cpu * 10),
+                           round(mem / 100 * ctx.machine_mem_mib), cpu, mem, parents[name])
+    return arrival, tasks
+
+
+def _join(ctx: Context, task_path: Path, task_file: Path, instance_file: Path) -> Iterator[pa.Table]:
     buffer = PodBuffer()
-    for line, row in read_csv(path, INSTANCE_COLUMNS, ctx.bad):
-        instance, task_name, job, _, _, start, end, _, seq, total, cpu_avg, cpu_max, mem_avg, _ = row
-        if not ctx.keep(job):
+    task_groups = extsort.groups(task_file, ["job"], ["task", "line", "start", "end", "plan_cpu", "plan_mem"])
+    pending = next(task_groups, None)
+    columns = ["task", "instance", "start", "end", "seq", "total", "cpu_avg", "cpu_max", "mem_avg"]
+    for (job,), rows in extsort.groups(instance_file, ["job"], columns):
+        while pending is not None and pending[0][0] < job:
+            pending = next(task_groups, None)
+        if pending is None or pending[0][0] != job:
+            ctx.count("instances_without_task", len(rows["task"]))
             continue
-        task = tasks.get((job, task_name))
-        if task is None:
-            ctx.count("instances_without_task")
-            continue
-        if not task.valid:
-            ctx.count("invalid_request")
-            continue
-        if task.job_arrival is None:
-            ctx.count("out_of_window")
-            continue
-        if 0 < end < start:
-            ctx.bad.report(path, line, "7 (end_time)", f"ends at {end}, before its start at {start}")
-            continue
-        work = float(end - start) if 0 < start <= end else task.duration
-        if work is None:
-            ctx.count("unknown_duration")
-        usage_mem = None
-        if mem_avg is not None:
-            if _valid_norm(mem_avg) and task.plan_mem > 0:
-                usage_mem = mem_avg / task.plan_mem
-            else:
-                ctx.count("invalid_usage")
-        usage_cpu = cv = None
-        if cpu_avg is not None and cpu_avg >= 0 and task.plan_cpu > 0:
-            usage_cpu = cpu_avg / task.plan_cpu
-            if cpu_max is not None and cpu_max >= cpu_avg > 0:
-                cv = min(3.0, (cpu_max / cpu_avg - 1) / 2)
-        uid = f"{job}/{task_name}/{instance}" + (f"#{seq}" if total is not None and total > 1 else "")
-        buffer.add(uid, job, task.job_arrival, task.cpu_m, task.mem_mib, task=task_name, work_s=work,
-                   usage_cpu=usage_cpu, usage_mem=usage_mem, usage_cv=cv, parents=task.parents)
-        if buffer.full():
-            yield buffer.take()
+        arrival, tasks = _job_tasks(ctx, task_path, pending[1])
+        for i, name in enumerate(rows["task"]):
+            task = tasks.get(name)
+            if task is None:
+                known = name in pending[1]["task"]
+                ctx.count("invalid_request" if known else "instances_without_task")
+                continue
+            if arrival is None:
+                ctx.count("out_of_window")
+                continue
+            _add(ctx, buffer, job, arrival, task, *(rows[column][i] for column in columns))
+            if buffer.full():
+                yield buffer.take()
     ctx.count("pods_without_usage", buffer.without_usage)
     yield buffer.take()
+
+
+def _add(ctx: Context, buffer: PodBuffer, job: str, arrival: float, task: Task, name: str, instance: str,
+         start: int, end: int, seq: int | None, total: int | None, cpu_avg: float | None, cpu_max: float | None,
+         mem_avg: float | None) -> None:
+    work = float(end - start) if 0 < start <= end else task.duration
+    if work is None:
+        ctx.count("unknown_duration")
+    usage_mem = None
+    if mem_avg is not None:
+        if _valid_norm(mem_avg) and task.plan_mem > 0:
+            usage_mem = mem_avg / task.plan_mem
+        else:
+            ctx.count("invalid_usage")
+    usage_cpu = cv = None
+    if cpu_avg is not None and cpu_avg >= 0 and task.plan_cpu > 0:
+        usage_cpu = cpu_avg / task.plan_cpu
+        if cpu_max is not None and cpu_max >= cpu_avg > 0:
+            cv = min(3.0, (cpu_max / cpu_avg - 1) / 2)
+    uid = f"{job}/{name}/{instance}" + (f"#{seq}" if total is not None and total > 1 else "")
+    buffer.add(uid, job, arrival, task.cpu_m, task.mem_mib, task=name, work_s=work, usage_cpu=usage_cpu,
+               usage_mem=usage_mem, usage_cv=cv, parents=task.parents)
 
 
 @dataclass(slots=True)

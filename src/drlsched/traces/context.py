@@ -17,6 +17,7 @@ class Context:
     machine_cpu_m: int  # what 1.0 of a normalised CPU amount is, for traces that normalise
     machine_mem_mib: int  # likewise for memory
     default_nodes: int  # cluster size when the trace has no machine table (before --nodes scaling)
+    scratch: Path  # a directory for intermediate files (external sorts), removed after the build
     nodes: list[NodeSpec] = field(default_factory=list)  # filled in place: the store holds this list
     # Readers with large side tables drop unsampled jobs while reading (the same decision the window makes
     # later, so applying both is harmless); 1.0 = keep everything.

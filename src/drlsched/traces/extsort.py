@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,7 @@ FAN_IN = 64
 MERGE_BUDGET_ROWS = 262_144  # rows buffered across the runs of one merge (memory, not speed, bound)
 MIN_BATCH_ROWS = 1024
 ROW_GROUP_ROWS = 65_536
-Order = list[tuple[str, str]]  # pyarrow sort keys; the first is numeric and ascending: the merge cuts on it
+Order = list[tuple[str, str]]  # pyarrow sort keys; the first is ascending (numbers or strings): merges cut on it
 
 
 def sort(chunks: Iterable[pa.Table], out: Path, order: Order, schema: pa.Schema) -> Path:
@@ -58,7 +59,9 @@ def _merge(runs: list[Path], out: Path, order: Order, schema: pa.Schema) -> None
                     if more is None:
                         break
                     buffer = pa.concat_tables([buffer, more])
-                take = int(np.searchsorted(buffer.column(key).to_numpy(), cutoff, side="right"))
+                # Strings compare alike in Arrow (UTF-8 bytes) and Python (code points), so one cut serves both.
+                keys = buffer.column(key).to_numpy(zero_copy_only=False)
+                take = int(np.searchsorted(keys, cutoff, side="right"))
                 parts.append(buffer.slice(0, take))
                 rest = buffer.slice(take)
                 buffers[k] = rest if rest.num_rows else _next(readers[k])
@@ -78,10 +81,13 @@ def _next(reader: Iterator[pa.RecordBatch]) -> pa.Table | None:
     return None
 
 
-def groups(path: Path, by: list[str], columns: list[str]) -> Iterator[tuple[tuple[object, ...], dict[str, list]]]:
+Columns = dict[str, list[Any]]
+
+
+def groups(path: Path, by: list[str], columns: list[str]) -> Iterator[tuple[tuple[Any, ...], Columns]]:
     """Consecutive rows of a sorted file with equal `by` values, as column lists, across batch borders."""
-    current: tuple[object, ...] | None = None
-    rows: dict[str, list] = {name: [] for name in columns}
+    current: tuple[Any, ...] | None = None
+    rows: Columns = {name: [] for name in columns}
     for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS, columns=sorted({*by, *columns})):
         values = {name: batch.column(name).to_pylist() for name in {*by, *columns}}
         keys = list(zip(*(values[name] for name in by), strict=True))
