@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from drlsched.traces import dag, extsort, podtable
+from drlsched.traces import dag, extsort
 from drlsched.traces.context import Context
 from drlsched.traces.csvio import (
     Column,
@@ -135,22 +135,6 @@ def _read_machines(ctx: Context, path: Path) -> None:
     ctx.nodes.extend(node for _, node in latest.values() if node is not None)
 
 
-def _chunks(schema: pa.Schema, rows: Iterator[tuple[Any, ...]]) -> Iterator[pa.Table]:
-    block: list[tuple[Any, ...]] = []
-    for row in rows:
-        block.append(row)
-        if len(block) >= podtable.CHUNK_ROWS:
-            yield _table(schema, block)
-            block = []
-    yield _table(schema, block)
-
-
-def _table(schema: pa.Schema, rows: list[tuple[Any, ...]]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names]
-    return pa.table([pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
-                    schema=schema)
-
-
 def _task_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
     def rows() -> Iterator[tuple[Any, ...]]:
         for line, (task, _, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, ctx.bad):
@@ -161,7 +145,7 @@ def _task_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
                 continue
             yield job, task, line, start, end, cpu, mem
 
-    return _chunks(TASK_SCHEMA, rows())
+    return extsort.tables(TASK_SCHEMA, rows())
 
 
 def _instance_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
@@ -175,7 +159,7 @@ def _instance_rows(ctx: Context, path: Path) -> Iterator[pa.Table]:
                 continue
             yield job, task, line, instance, start, end, seq, total, cpu_avg, cpu_max, mem_avg
 
-    return _chunks(INSTANCE_SCHEMA, rows())
+    return extsort.tables(INSTANCE_SCHEMA, rows())
 
 
 def _job_tasks(ctx: Context, path: Path, rows: extsort.Columns) -> tuple[float | None, dict[str, Task]]:

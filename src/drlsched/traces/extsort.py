@@ -23,6 +23,23 @@ ROW_GROUP_ROWS = 65_536
 Order = list[tuple[str, str]]  # pyarrow sort keys; the first is ascending (numbers or strings): merges cut on it
 
 
+def tables(schema: pa.Schema, rows: Iterable[tuple[Any, ...]], chunk_rows: int = 262_144) -> Iterator[pa.Table]:
+    """Row tuples (in schema order) as Arrow tables of `chunk_rows` rows: the input `sort` takes."""
+    block: list[tuple[Any, ...]] = []
+    for row in rows:
+        block.append(row)
+        if len(block) >= chunk_rows:
+            yield _table(schema, block)
+            block = []
+    yield _table(schema, block)
+
+
+def _table(schema: pa.Schema, rows: list[tuple[Any, ...]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names]
+    return pa.table([pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
+                    schema=schema)
+
+
 def sort(chunks: Iterable[pa.Table], out: Path, order: Order, schema: pa.Schema) -> Path:
     """Writes the rows of `chunks` to `out` sorted by `order`; temporary runs live beside `out`."""
     runs: list[Path] = []

@@ -15,7 +15,8 @@
 - Usage (instance_usage): mean over the 5-minute windows of average_usage / request, and the coefficient of
   variation of the windows' CPU averages.
 - Machines: every machine with a known capacity (latest ADD/UPDATE), removed ones included.
-The events are grouped per task in memory (tens of bytes per event), then pods go through the sorted store.
+Events and usage windows are sorted by task (external sort) and walked task by task: memory is bounded by one
+task's events, not by the trace.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from drlsched.traces import extsort
 from drlsched.traces.context import Context
 from drlsched.traces.csvio import read_json_lines
 from drlsched.traces.files import Role, need
@@ -42,7 +44,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # assumed size of the largest machine (the trace does not disclose it)
 DEFAULT_NODES = 10_000
-SAMPLES_WHILE_READING = True  # events are grouped in memory: --sample-rate shrinks them
+SAMPLES_WHILE_READING = True  # --sample-rate shrinks the sorts
 
 OFFSET_US = 600_000_000
 AFTER_WINDOW = 2**63 - 1
@@ -102,9 +104,15 @@ def read(ctx: Context) -> Iterator[pa.Table]:
         _read_machines(ctx)
     else:
         ctx.homogeneous_nodes("google-node")
-    usage = _read_usage(ctx) if "usage" in ctx.files else {}
-    events = _read_events(ctx, need(ctx.files, "events", NAME, "pods come from instance_events"))
-    yield from _pods(ctx, events, usage)
+    paths = need(ctx.files, "events", NAME, "pods come from instance_events")
+    events = extsort.sort(extsort.tables(EVENT_SCHEMA, _event_rows(ctx, paths)), ctx.scratch / "events.parquet",
+                          EVENT_ORDER, EVENT_SCHEMA)
+    usage: Iterator[tuple[tuple[Any, ...], extsort.Columns]] = iter(())
+    if "usage" in ctx.files:
+        windows = extsort.sort(extsort.tables(USAGE_SCHEMA, _usage_rows(ctx)), ctx.scratch / "usage.parquet",
+                               TASK_ORDER, USAGE_SCHEMA)
+        usage = extsort.groups(windows, TASK_KEY, ["cpus", "memory"])
+    yield from _pods(ctx, extsort.groups(events, TASK_KEY, EVENT_SCHEMA.names[2:]), usage)
 
 
 def _read_machines(ctx: Context) -> None:
@@ -129,20 +137,31 @@ def _read_machines(ctx: Context) -> None:
         ctx.nodes.append(NodeSpec(f"m{machine}", cpu_m, mem_mib))
 
 
+# Events and usage windows are sorted by task into scratch files (external sort) and walked task by task, so
+# neither table is held in memory; a null cpus means the event carries no request.
+EVENT_SCHEMA = pa.schema([("collection", pa.int64()), ("index", pa.int64()), ("time", pa.int64()),
+                          ("type", pa.int64()), ("cpus", pa.float64()), ("memory", pa.float64()),
+                          ("priority", pa.int64()), ("klass", pa.int64())])
+USAGE_SCHEMA = pa.schema([("collection", pa.int64()), ("index", pa.int64()), ("cpus", pa.float64()),
+                          ("memory", pa.float64())])
+TASK_KEY = ["collection", "index"]
+TASK_ORDER = [("collection", "ascending"), ("index", "ascending")]
+EVENT_ORDER = [*TASK_ORDER, ("time", "ascending"), ("type", "ascending")]  # SUBMIT before SCHEDULE at a tie
+
+
 @dataclass(slots=True)
 class Usage:
-    windows: int = 0
-    cpu: float = 0.0
-    cpu_sq: float = 0.0
-    mem: float = 0.0
+    windows: int
+    cpu: float  # mean of the windows' average CPU
+    mem: float
+    cv: float  # coefficient of variation of the windows' average CPU
 
 
-def _read_usage(ctx: Context) -> dict[tuple[int, int], Usage]:
-    usage: dict[tuple[int, int], Usage] = {}
+def _usage_rows(ctx: Context) -> Iterator[tuple[Any, ...]]:
     for path, line, record in _records(ctx, ctx.files["usage"]):
         try:
-            key = (_int(record, "collection_id"), _int(record, "instance_index"))
-            if not ctx.keep(str(key[0])):
+            collection, index = _int(record, "collection_id"), _int(record, "instance_index")
+            if not ctx.keep(str(collection)):
                 continue
             average = _resources(record, "average_usage")
         except _Missing as err:
@@ -151,25 +170,22 @@ def _read_usage(ctx: Context) -> dict[tuple[int, int], Usage]:
         if average is None:
             ctx.count("usage_windows_without_average")
             continue
-        box = usage.setdefault(key, Usage())
-        box.windows += 1
-        box.cpu += average[0]
-        box.cpu_sq += average[0] * average[0]
-        box.mem += average[1]
-    return usage
+        yield collection, index, average[0], average[1]
 
 
-# One event, compact: (time µs, type, cpus, memory, priority, scheduling class); cpus < 0 = no request.
-Event = tuple[int, int, float, float, int, int]
+def _usage(columns: extsort.Columns) -> Usage:
+    cpu = columns["cpus"]
+    mean = sum(cpu) / len(cpu)
+    spread = math.sqrt(max(0.0, sum(c * c for c in cpu) / len(cpu) - mean * mean))
+    return Usage(len(cpu), mean, sum(columns["memory"]) / len(cpu), spread / mean if mean > 0 else 0.0)
 
 
-def _read_events(ctx: Context, paths: list[Path]) -> dict[tuple[int, int], list[Event]]:
-    events: dict[tuple[int, int], list[Event]] = {}
+def _event_rows(ctx: Context, paths: list[Path]) -> Iterator[tuple[Any, ...]]:
     for path, line, record in _records(ctx, paths):
         try:
-            key = (_int(record, "collection_id"), _int(record, "instance_index"))
+            collection, index = _int(record, "collection_id"), _int(record, "instance_index")
             time, kind = _int(record, "time"), _int(record, "type")
-            if not ctx.keep(str(key[0]), _seconds(time) if kind == SUBMIT and time != AFTER_WINDOW else None):
+            if not ctx.keep(str(collection), _seconds(time) if kind == SUBMIT and time != AFTER_WINDOW else None):
                 continue
             if not 0 <= kind <= 10:
                 raise _Missing("type", f"unknown event type {kind}")
@@ -181,9 +197,8 @@ def _read_events(ctx: Context, paths: list[Path]) -> dict[tuple[int, int], list[
         except _Missing as err:
             ctx.bad.report(path, line, err.field, str(err))
             continue
-        cpus, memory = request if request is not None else (-1.0, -1.0)
-        events.setdefault(key, []).append((time, kind, cpus, memory, priority, klass))
-    return events
+        cpus, memory = request if request is not None else (None, None)
+        yield collection, index, time, kind, cpus, memory, priority, klass
 
 
 @dataclass(slots=True)
@@ -196,7 +211,7 @@ class Attempt:
     klass: int = 0
 
 
-def _emit(ctx: Context, buffer: PodBuffer, key: tuple[int, int], attempt: Attempt, end: int | None,
+def _emit(ctx: Context, buffer: PodBuffer, key: tuple[Any, ...], attempt: Attempt, end: int | None,
           usage: Usage | None) -> None:
     """Adds the pod of one attempt, or counts why it has none."""
     request, scheduled = attempt.request, attempt.scheduled
@@ -217,11 +232,10 @@ def _emit(ctx: Context, buffer: PodBuffer, key: tuple[int, int], attempt: Attemp
     else:
         work = _seconds(end) - _seconds(scheduled)
     use_cpu = use_mem = cv = None
-    if usage is not None and usage.windows:
-        mean = usage.cpu / usage.windows
-        use_cpu = mean / request[0] if request[0] > 0 else None
-        use_mem = usage.mem / usage.windows / request[1] if request[1] > 0 else None
-        cv = math.sqrt(max(0.0, usage.cpu_sq / usage.windows - mean * mean)) / mean if mean > 0 else 0.0
+    if usage is not None:
+        use_cpu = usage.cpu / request[0] if request[0] > 0 else None
+        use_mem = usage.mem / request[1] if request[1] > 0 else None
+        cv = usage.cv
     uid = f"{key[0]}-{key[1]}" + (f"-{attempt.number}" if attempt.number else "")
     buffer.add(uid, str(key[0]), _seconds(attempt.submitted), round(request[0] * ctx.machine_cpu_m),
                round(request[1] * ctx.machine_mem_mib), qos=QOS_BY_CLASS.get(attempt.klass, QoS.BE),
@@ -229,16 +243,18 @@ def _emit(ctx: Context, buffer: PodBuffer, key: tuple[int, int], attempt: Attemp
                usage_cpu=use_cpu, usage_mem=use_mem, usage_cv=cv)
 
 
-def _pods(ctx: Context, events: dict[tuple[int, int], list[Event]],
-          usage: dict[tuple[int, int], Usage]) -> Iterator[pa.Table]:
+def _pods(ctx: Context, events: Iterator[tuple[tuple[Any, ...], extsort.Columns]],
+          usage: Iterator[tuple[tuple[Any, ...], extsort.Columns]]) -> Iterator[pa.Table]:
     buffer = PodBuffer()
-    for key, history in events.items():
-        history.sort()
-        box = usage.get(key)
+    pending = next(usage, None)
+    for key, columns in events:
+        while pending is not None and pending[0] < key:
+            pending = next(usage, None)
+        box = _usage(pending[1]) if pending is not None and pending[0] == key else None
         attempt: Attempt | None = None
         count = 0
         last_request: tuple[float, float] | None = None  # a retry without its own request keeps the last
-        for time, kind, cpus, memory, priority, klass in history:
+        for time, kind, cpus, memory, priority, klass in zip(*columns.values(), strict=True):
             if kind == SUBMIT:
                 if attempt is not None:
                     _emit(ctx, buffer, key, attempt, None, box)  # resubmitted without an end in the trace
@@ -251,7 +267,7 @@ def _pods(ctx: Context, events: dict[tuple[int, int], list[Event]],
                 ctx.count("implicit_submit")  # the task existed before its first event in the trace
                 attempt = Attempt(count, 0)
                 count += 1
-            if kind in UPDATES and cpus >= 0 and attempt.scheduled is None:
+            if kind in UPDATES and cpus is not None and attempt.scheduled is None:
                 attempt.request = last_request = (cpus, memory)
             attempt.priority, attempt.klass = priority, klass
             if kind == SCHEDULE and attempt.scheduled is None:
