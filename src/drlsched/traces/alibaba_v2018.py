@@ -185,20 +185,18 @@ def _job_tasks(ctx: Context, path: Path, rows: extsort.Columns) -> tuple[float |
 
 def _join(ctx: Context, task_path: Path, task_file: Path, instance_file: Path) -> Iterator[pa.Table]:
     buffer = PodBuffer()
-    task_groups = extsort.groups(task_file, ["job"], ["task", "line", "start", "end", "plan_cpu", "plan_mem"])
-    pending = next(task_groups, None)
+    task_groups = extsort.Cursor(extsort.groups(task_file, ["job"], TASK_SCHEMA.names[1:]))
     columns = ["task", "instance", "start", "end", "seq", "total", "cpu_avg", "cpu_max", "mem_avg"]
     for (job,), rows in extsort.groups(instance_file, ["job"], columns):
-        while pending is not None and pending[0][0] < job:
-            pending = next(task_groups, None)
-        if pending is None or pending[0][0] != job:
+        task_rows = task_groups.at((job,))
+        if task_rows is None:
             ctx.count("instances_without_task", len(rows["task"]))
             continue
-        arrival, tasks = _job_tasks(ctx, task_path, pending[1])
+        arrival, tasks = _job_tasks(ctx, task_path, task_rows)
         for i, name in enumerate(rows["task"]):
             task = tasks.get(name)
             if task is None:
-                known = name in pending[1]["task"]
+                known = name in task_rows["task"]
                 ctx.count("invalid_request" if known else "instances_without_task")
                 continue
             if arrival is None:

@@ -121,3 +121,30 @@ def groups(path: Path, by: list[str], columns: list[str]) -> Iterator[tuple[tupl
             start = i
     if current is not None:
         yield current, rows
+
+
+class Cursor:
+    """Walks the groups of one sorted file in step with another's: `at(key)` skips smaller keys (counting
+    their rows in `skipped`) and consumes and returns the group with that key, if any. Keys must rise."""
+
+    def __init__(self, grouped: Iterator[tuple[tuple[Any, ...], Columns]]) -> None:
+        self._groups = grouped
+        self._head = next(grouped, None)
+        self.skipped = 0
+
+    def at(self, key: tuple[Any, ...]) -> Columns | None:
+        while self._head is not None and self._head[0] < key:
+            self.skipped += len(next(iter(self._head[1].values()), ()))
+            self._head = next(self._groups, None)
+        if self._head is None or self._head[0] != key:
+            return None
+        found = self._head[1]
+        self._head = next(self._groups, None)
+        return found
+
+    def rest(self) -> int:
+        """Skips to the end; the total of rows never matched."""
+        while self._head is not None:
+            self.skipped += len(next(iter(self._head[1].values()), ()))
+            self._head = next(self._groups, None)
+        return self.skipped

@@ -107,11 +107,11 @@ def read(ctx: Context) -> Iterator[pa.Table]:
     paths = need(ctx.files, "events", NAME, "pods come from instance_events")
     events = extsort.sort(extsort.tables(EVENT_SCHEMA, _event_rows(ctx, paths)), ctx.scratch / "events.parquet",
                           EVENT_ORDER, EVENT_SCHEMA)
-    usage: Iterator[tuple[tuple[Any, ...], extsort.Columns]] = iter(())
+    usage = extsort.Cursor(iter(()))
     if "usage" in ctx.files:
         windows = extsort.sort(extsort.tables(USAGE_SCHEMA, _usage_rows(ctx)), ctx.scratch / "usage.parquet",
                                TASK_ORDER, USAGE_SCHEMA)
-        usage = extsort.groups(windows, TASK_KEY, ["cpus", "memory"])
+        usage = extsort.Cursor(extsort.groups(windows, TASK_KEY, ["cpus", "memory"]))
     yield from _pods(ctx, extsort.groups(events, TASK_KEY, EVENT_SCHEMA.names[2:]), usage)
 
 
@@ -244,13 +244,11 @@ def _emit(ctx: Context, buffer: PodBuffer, key: tuple[Any, ...], attempt: Attemp
 
 
 def _pods(ctx: Context, events: Iterator[tuple[tuple[Any, ...], extsort.Columns]],
-          usage: Iterator[tuple[tuple[Any, ...], extsort.Columns]]) -> Iterator[pa.Table]:
+          usage: extsort.Cursor) -> Iterator[pa.Table]:
     buffer = PodBuffer()
-    pending = next(usage, None)
     for key, columns in events:
-        while pending is not None and pending[0] < key:
-            pending = next(usage, None)
-        box = _usage(pending[1]) if pending is not None and pending[0] == key else None
+        windows = usage.at(key)
+        box = None if windows is None else _usage(windows)
         attempt: Attempt | None = None
         count = 0
         last_request: tuple[float, float] | None = None  # a retry without its own request keeps the last
@@ -279,5 +277,6 @@ def _pods(ctx: Context, events: Iterator[tuple[tuple[Any, ...], extsort.Columns]
             _emit(ctx, buffer, key, attempt, None, box)
         if buffer.full():
             yield buffer.take()
+    ctx.count("usage_without_events", usage.rest())
     ctx.count("pods_without_usage", buffer.without_usage)
     yield buffer.take()

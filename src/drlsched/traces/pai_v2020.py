@@ -10,7 +10,9 @@
   (e.g. 150) cannot be expressed and are rounded up to whole GPUs, counted in `info["gpu_rounded_up"]`.
 - gpu_type is the type the task ran on, not a constraint, so it is not turned into `gpu_models`.
 - Usage from pai_sensor_table (optional, joined on worker_name): cpu_usage / plan_cpu, avg_mem / plan_mem,
-  gpu_wrk_util / plan_gpu. pai_job_table, pai_task_table and pai_sensor_table are held in memory.
+  gpu_wrk_util / plan_gpu.
+- Every table is sorted by job (external sort) and the tables are walked job by job: memory is bounded by
+  one job, not by the trace.
 - pai_machine_spec gives the cluster (cap_cpu cores, cap_mem GB, cap_gpu, gpu_type; `CPU` = no GPU).
 A `.header` file beside a table, when present, must list the expected columns.
 """
@@ -26,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from drlsched.errors import UserError
+from drlsched.traces import extsort
 from drlsched.traces.context import Context
 from drlsched.traces.csvio import (
     Column,
@@ -50,7 +53,7 @@ ROLES = (
 )
 DEFAULT_MACHINE = (96_000, 524_288)  # the common PAI machine: 96 cores, 512 GB
 DEFAULT_NODES = 1897
-SAMPLES_WHILE_READING = True  # job, task and sensor tables are held in memory: --sample-rate shrinks them
+SAMPLES_WHILE_READING = True  # --sample-rate shrinks the sorts
 
 JOB_COLUMNS = (Column("job_name", required), Column("inst_id", text), Column("user", text),
                Column("status", text), Column("start_time", optional_number),
@@ -111,12 +114,50 @@ def read(ctx: Context) -> Iterator[pa.Table]:
         ctx.homogeneous_nodes("pai-node")
     if "jobs" not in ctx.files and "tasks" not in ctx.files:
         return  # a machine table alone: a cluster without pods
-    arrivals = _read_jobs(ctx)
-    tasks = _read_tasks(ctx, need(ctx.files, "tasks", NAME, "pods take their requests from pai_task_table"))
+    need(ctx.files, "jobs", NAME, "pods arrive at their job's start_time in pai_job_table")
+    need(ctx.files, "tasks", NAME, "pods take their requests from pai_task_table")
+    jobs = _sorted(ctx, "jobs", JOB_SCHEMA, _job_rows(ctx))
+    tasks = extsort.Cursor(extsort.groups(_sorted(ctx, "tasks", TASK_SCHEMA, _task_rows(ctx)), ["job"],
+                                          TASK_SCHEMA.names[1:]))
+    instances = sensors = None
     if "instances" in ctx.files:
-        yield from _instances(ctx, arrivals, tasks)
-    else:
-        yield from _expand(ctx, arrivals, tasks)
+        instances = extsort.Cursor(extsort.groups(_sorted(ctx, "instances", INSTANCE_SCHEMA, _instance_rows(ctx)),
+                                                  ["job"], INSTANCE_SCHEMA.names[1:]))
+    if "sensors" in ctx.files:
+        sensors = extsort.Cursor(extsort.groups(_sorted(ctx, "sensors", SENSOR_SCHEMA, _sensor_rows(ctx)),
+                                                ["job"], SENSOR_SCHEMA.names[1:]))
+    buffer = PodBuffer()
+    for (job,), rows in extsort.groups(jobs, ["job"], ["arrival"]):
+        job_tasks = _job_tasks(ctx, tasks.at((job,)))
+        if instances is None:
+            _expand(ctx, buffer, job, rows["arrival"][0], job_tasks)
+        else:
+            usage = sensors.at((job,)) if sensors is not None else None
+            _instances(ctx, buffer, job, rows["arrival"][0], job_tasks, instances.at((job,)), usage)
+        if buffer.full():
+            yield buffer.take()
+    if instances is not None:
+        ctx.count("instances_without_task_or_job", instances.rest())
+    ctx.count("tasks_without_job", tasks.rest())
+    ctx.count("pods_without_usage", buffer.without_usage)
+    yield buffer.take()
+
+
+# Every table is sorted by job into a scratch file (external sort) and the tables are walked job by job, so
+# none is held in memory whole; `line` keeps the source order within a job.
+JOB_SCHEMA = pa.schema([("job", pa.string()), ("line", pa.int64()), ("arrival", pa.float64())])
+TASK_SCHEMA = pa.schema([("job", pa.string()), ("task", pa.string()), ("line", pa.int64()),
+                         ("count", pa.int64()), ("duration", pa.float64()), ("plan_cpu", pa.float64()),
+                         ("plan_mem", pa.float64()), ("plan_gpu", pa.float64())])
+INSTANCE_SCHEMA = pa.schema([("job", pa.string()), ("task", pa.string()), ("line", pa.int64()),
+                             ("worker", pa.string()), ("start", pa.float64()), ("end", pa.float64())])
+SENSOR_SCHEMA = pa.schema([("job", pa.string()), ("worker", pa.string()), ("line", pa.int64()),
+                           ("cpu", pa.float64()), ("gpu", pa.float64()), ("mem", pa.float64())])
+
+
+def _sorted(ctx: Context, role: str, schema: pa.Schema, rows: Iterator[tuple[Any, ...]]) -> Path:
+    order = [("job", "ascending"), ("line", "ascending")]  # within a job, the file's order
+    return extsort.sort(extsort.tables(schema, rows), ctx.scratch / f"{role}.parquet", order, schema)
 
 
 def _read_machines(ctx: Context) -> None:
@@ -131,17 +172,49 @@ def _read_machines(ctx: Context) -> None:
                                   int(gpus), model))
 
 
-def _read_jobs(ctx: Context) -> dict[str, float]:
-    path = need(ctx.files, "jobs", NAME, "pods arrive at their job's start_time in pai_job_table")[0]
-    arrivals: dict[str, float] = {}
+def _job_rows(ctx: Context) -> Iterator[tuple[Any, ...]]:
+    path = ctx.files["jobs"][0]
     for line, (job, _, _, _, start, _) in _table(ctx, "jobs", JOB_COLUMNS):
         if not ctx.keep(job, start if start is not None and start >= 0 else None):
             continue
         if start is None or start < 0:
             ctx.bad.report(path, line, "5 (start_time)", f"missing or negative submission time {start!r}")
             continue
-        arrivals[str(job)] = float(start)
-    return arrivals
+        yield job, line, float(start)
+
+
+def _task_rows(ctx: Context) -> Iterator[tuple[Any, ...]]:
+    path = ctx.files["tasks"][0]
+    for line, row in _table(ctx, "tasks", TASK_COLUMNS):
+        job, name, count, _, start, end, cpu, mem, gpu, _ = row
+        if not ctx.keep(job):
+            continue
+        cpu, mem, gpu = cpu or 0.0, mem or 0.0, gpu or 0.0
+        if min(cpu, mem, gpu) < 0 or (count is not None and count < 0):
+            ctx.bad.report(path, line, "3,7-9", "negative inst_num or request")
+            continue
+        duration = end - start if start is not None and end is not None and end >= start else None
+        yield job, name, line, int(count or 0), duration, cpu, mem, gpu
+
+
+def _instance_rows(ctx: Context) -> Iterator[tuple[Any, ...]]:
+    path = ctx.files["instances"][0]
+    for line, (job, name, _, worker, _, _, start, end, _) in _table(ctx, "instances", INSTANCE_COLUMNS):
+        if not ctx.keep(job):
+            continue
+        if start is not None and end is not None and end < start:
+            ctx.bad.report(path, line, "8 (end_time)", f"ends at {end}, before its start at {start}")
+            continue
+        yield job, name, line, worker, start, end
+
+
+def _sensor_rows(ctx: Context) -> Iterator[tuple[Any, ...]]:
+    for line, row in _table(ctx, "sensors", SENSOR_COLUMNS):
+        if not row[0]:
+            ctx.count("sensors_without_job")
+            continue
+        if ctx.keep(row[0]):
+            yield row[0], row[2], line, row[6], row[7], row[8]
 
 
 def _gpus(ctx: Context, plan_gpu: float) -> tuple[int, int]:
@@ -155,80 +228,46 @@ def _gpus(ctx: Context, plan_gpu: float) -> tuple[int, int]:
     return math.ceil(whole), GPU_MILLI
 
 
-def _read_tasks(ctx: Context, paths: list[Path]) -> dict[tuple[str, str], Task]:
-    tasks: dict[tuple[str, str], Task] = {}
-    for line, row in _table(ctx, "tasks", TASK_COLUMNS):
-        job, name, count, _, start, end, cpu, mem, gpu, _ = row
-        if not ctx.keep(job):
-            continue
-        cpu, mem, gpu = cpu or 0.0, mem or 0.0, gpu or 0.0
-        if min(cpu, mem, gpu) < 0 or (count is not None and count < 0):
-            ctx.bad.report(paths[0], line, "3,7-9", "negative inst_num or request")
-            continue
+def _job_tasks(ctx: Context, rows: extsort.Columns | None) -> dict[str, Task]:
+    tasks: dict[str, Task] = {}
+    if rows is None:
+        return tasks
+    for i, name in enumerate(rows["task"]):
+        cpu, mem, gpu = rows["plan_cpu"][i], rows["plan_mem"][i], rows["plan_gpu"][i]
         gpus, milli = _gpus(ctx, gpu)
-        duration = end - start if start is not None and end is not None and end >= start else None
-        tasks[(str(job), str(name))] = Task(round(cpu * 10), round(mem * 1024), gpus, milli,
-                                            cpu, mem, gpu, int(count or 0), duration)
+        tasks[name] = Task(round(cpu * 10), round(mem * 1024), gpus, milli, cpu, mem, gpu, rows["count"][i],
+                           rows["duration"][i])
     return tasks
-
-
-def _read_sensors(ctx: Context) -> dict[str, tuple[float | None, float | None, float | None]]:
-    usage: dict[str, tuple[float | None, float | None, float | None]] = {}
-    for _, row in _table(ctx, "sensors", SENSOR_COLUMNS):
-        if row[0] and not ctx.keep(row[0]):
-            continue
-        usage[str(row[2])] = (row[6], row[7], row[8])
-    return usage
 
 
 def _ratio(used: float | None, planned: float) -> float | None:
     return used / planned if used is not None and used >= 0 and planned > 0 else None
 
 
-Tasks = dict[tuple[str, str], Task]
-
-
-def _instances(ctx: Context, arrivals: dict[str, float], tasks: Tasks) -> Iterator[pa.Table]:
-    usage = _read_sensors(ctx) if "sensors" in ctx.files else {}
-    path = ctx.files["instances"][0]
-    buffer = PodBuffer()
-    for line, (job, name, _, worker, _, _, start, end, _) in _table(ctx, "instances", INSTANCE_COLUMNS):
-        if not ctx.keep(job):
-            continue
-        task = tasks.get((str(job), str(name)))
-        arrival = arrivals.get(str(job))
-        if task is None or arrival is None:
+def _instances(ctx: Context, buffer: PodBuffer, job: str, arrival: float, tasks: dict[str, Task],
+               rows: extsort.Columns | None, sensors: extsort.Columns | None) -> None:
+    if rows is None:
+        return
+    usage = {} if sensors is None else {worker: (sensors["cpu"][i], sensors["gpu"][i], sensors["mem"][i])
+                                        for i, worker in enumerate(sensors["worker"])}
+    for name, worker, start, end in zip(rows["task"], rows["worker"], rows["start"], rows["end"], strict=True):
+        task = tasks.get(name)
+        if task is None:
             ctx.count("instances_without_task_or_job")
-            continue
-        if start is not None and end is not None and end < start:
-            ctx.bad.report(path, line, "8 (end_time)", f"ends at {end}, before its start at {start}")
             continue
         work = end - start if start is not None and end is not None else None
         if work is None:
             ctx.count("unknown_duration")
-        cpu, gpu, mem = usage.get(str(worker), (None, None, None))
-        buffer.add(str(worker), str(job), arrival, task.cpu_m, task.mem_mib, task=str(name), gpus=task.gpus,
+        cpu, gpu, mem = usage.get(worker, (None, None, None))
+        buffer.add(worker, job, arrival, task.cpu_m, task.mem_mib, task=name, gpus=task.gpus,
                    gpu_milli=task.gpu_milli, work_s=work, usage_cpu=_ratio(cpu, task.plan_cpu),
                    usage_mem=_ratio(mem, task.plan_mem), usage_gpu=_ratio(gpu, task.plan_gpu))
-        if buffer.full():
-            yield buffer.take()
-    ctx.count("pods_without_usage", buffer.without_usage)
-    yield buffer.take()
 
 
-def _expand(ctx: Context, arrivals: dict[str, float], tasks: Tasks) -> Iterator[pa.Table]:
-    buffer = PodBuffer()
-    for (job, name), task in tasks.items():
-        arrival = arrivals.get(job)
-        if arrival is None:
-            ctx.count("tasks_without_job")
-            continue
+def _expand(ctx: Context, buffer: PodBuffer, job: str, arrival: float, tasks: dict[str, Task]) -> None:
+    for name, task in tasks.items():
         if task.duration is None:
             ctx.count("unknown_duration", task.instances)
         for i in range(task.instances):
             buffer.add(f"{job}/{name}/{i}", job, arrival, task.cpu_m, task.mem_mib, task=name, gpus=task.gpus,
                        gpu_milli=task.gpu_milli, work_s=task.duration)
-        if buffer.full():
-            yield buffer.take()
-    ctx.count("pods_without_usage", buffer.without_usage)
-    yield buffer.take()
