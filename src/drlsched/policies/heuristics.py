@@ -42,30 +42,36 @@ class Tetris(ScoringPolicy):
         return s
 
 
-class FirstFit(Policy):
+class _PickFeasible(Policy):
+    """Picks one node among those feasible for the first GPU-count option that fits anywhere."""
+
+    def pick(self, nodes: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        for option in ctx.options:
+            nodes = np.flatnonzero(option.feasible)
+            if nodes.size:
+                return Decision(int(self.pick(nodes)), option.gpus)
+        return None
+
+
+class FirstFit(_PickFeasible):
     """The lowest-indexed feasible node."""
 
     name = "first-fit"
 
-    def select(self, ctx: PodContext) -> Decision | None:
-        for option in ctx.options:
-            nodes = np.flatnonzero(option.feasible)
-            if nodes.size:
-                return Decision(int(nodes[0]), option.gpus)
-        return None
+    def pick(self, nodes: np.ndarray) -> int:
+        return int(nodes[0])
 
 
-class RandomFit(Policy):
+class RandomFit(_PickFeasible):
     """A uniformly random feasible node."""
 
     name = "random"
 
-    def select(self, ctx: PodContext) -> Decision | None:
-        for option in ctx.options:
-            nodes = np.flatnonzero(option.feasible)
-            if nodes.size:
-                return Decision(int(nodes[self.rng.integers(nodes.size)]), option.gpus)
-        return None
+    def pick(self, nodes: np.ndarray) -> int:
+        return int(nodes[self.rng.integers(nodes.size)])
 
 
 class Trimaran(ScoringPolicy):
