@@ -116,3 +116,8 @@ def test_sampling_while_reading_keeps_the_trace_origin(fmt: str) -> None:
         jobs = {pod.job_id for pod in sampled.iter_pods()}
         expected = [(p.uid, p.arrival_s) for p in full.iter_pods() if p.job_id in jobs]
         assert [(p.uid, p.arrival_s) for p in sampled.iter_pods()] == expected
+
+
+def test_trace_origin_zero_is_positive_zero() -> None:
+    info = load(OPENB, "alibaba-gpu-v2023").info
+    assert str(info["trace_first_arrival_s"]) == "0.0"

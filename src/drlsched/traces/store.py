@@ -73,7 +73,7 @@ def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], in
         first = last = 0.0
         if metadata.num_rows:
             column = metadata.schema.names.index("arrival_s")
-            first = metadata.row_group(0).column(column).statistics.min
+            first = metadata.row_group(0).column(column).statistics.min + 0.0  # Parquet keeps 0 as -0.0
             last = metadata.row_group(metadata.num_row_groups - 1).column(column).statistics.max
         meta = {"version": STORE_VERSION, "stamp": source_stamp, "pods": metadata.num_rows,
                 "first_arrival": first, "last_arrival": last, "nodes": [asdict(node) for node in nodes],
