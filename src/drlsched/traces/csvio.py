@@ -28,7 +28,9 @@ def open_text(path: Path) -> IO[str]:
     except OSError as err:
         raise UserError(f"cannot read trace file {path}: {err.strerror}") from err
     if raw.peek(2)[:2] == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", newline="")
+        # GzipFile does not close a file object it was given: hand it the path so closing closes the file.
+        raw.close()
+        return io.TextIOWrapper(gzip.GzipFile(path, "rb"), encoding="utf-8", newline="")
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
 
 
