@@ -36,7 +36,7 @@ def _load(trace: Path, fmt: str) -> Workload:
 def _table(workload: Workload) -> pa.Table:
     pods = workload.pods
     assert isinstance(pods, TracePods)
-    return pa.concat_tables(list(batches(pods.pods_file, pods.window)))
+    return pa.concat_tables(list(batches(pods.source, pods.window)))
 
 
 def _pct(values: np.ndarray, qs: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)) -> dict[str, float]:

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,10 +121,17 @@ def test_a_concurrent_build_keeps_the_first_valid_entry(tmp_path: Path) -> None:
 
     cache = str(tmp_path / "cache")
     first = load(OPENB, "alibaba-gpu-v2023", cache=cache)
-    entry = first.pods.pods_file.parent  # type: ignore[attr-defined]
+    entry = first.pods.source.parent  # type: ignore[attr-defined]
     before = (entry / store.META_FILE).stat().st_mtime_ns
     stamp = json.loads((entry / store.META_FILE).read_text())["stamp"]
     meta = store.write(iter(()), entry, [], {}, stamp)  # a second builder finishing later
     assert meta["pods"] == 6  # the other process's entry, not our empty build
     assert (entry / store.META_FILE).stat().st_mtime_ns == before
     assert not [p for p in entry.parent.iterdir() if p.name.startswith(".build-")]
+
+
+def test_temporary_store_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    workload = load(OPENB, "alibaba-gpu-v2023")
+    assert list(tmp_path.iterdir()) == []  # deleted at once; the open file keeps the pods readable
+    assert len(list(workload.iter_pods())) == len(list(workload.iter_pods())) == 6

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pyarrow as pa
 
 from drlsched.errors import UserError
 from drlsched.traces import alibaba_v2018, google_2019, openb_v2023, pai_v2020, spar_v2018, store
@@ -56,15 +59,21 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class TracePods:
-    """Re-iterable pods of a stored window; holds the temporary store (if any) alive while referenced."""
+    """Re-iterable pods of a stored window.
 
-    def __init__(self, pods_file: Path, window: Window, keep: object = None) -> None:
-        self.pods_file = pods_file
+    A temporary store (no --cache) is opened once and its directory deleted at once: the open file lives as
+    long as this object, and nothing is left behind however the process ends (pool workers skip finalisers).
+    """
+
+    def __init__(self, pods_file: Path, window: Window, temporary: Path | None = None) -> None:
         self.window = window
-        self._keep = keep
+        self.source: Path | pa.NativeFile = pods_file
+        if temporary is not None:
+            self.source = pa.OSFile(str(pods_file))
+            shutil.rmtree(temporary, ignore_errors=True)
 
     def __iter__(self) -> Iterator[PodSpec]:
-        for table in batches(self.pods_file, self.window):
+        for table in batches(self.source, self.window):
             yield from to_specs(table)
 
 
@@ -98,8 +107,8 @@ def _validate(args: argparse.Namespace) -> tuple[Path, str]:
     return path, fmt
 
 
-def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, Any], Path, object]:
-    """The store's meta, its directory, and what keeps a temporary store alive; builds it when needed."""
+def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, Any], Path, Path | None]:
+    """The store's meta, its directory, and the temporary directory to remove with it (no --cache)."""
     reader = _READERS[fmt]
     found = discover(path, reader.ROLES, fmt)
     sources = store.stamp(p for paths in found.values() for p in paths)
@@ -110,7 +119,7 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
     early = getattr(reader, "SAMPLES_WHILE_READING", False) and args.sample_rate < 1.0
     if early:  # the store then holds only the sampled jobs: a cache entry of its own
         key.update(sample_rate=args.sample_rate, seed=seed)
-    keep: object = None
+    temporary: Path | None = None
     if args.cache:
         directory = store.entry_dir(Path(args.cache).expanduser(), key)
         meta = store.load_meta(directory, sources)
@@ -119,20 +128,25 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
                 raise UserError(f"malformed row at {meta['info']['first_bad_row']} (use --skip-bad-rows to "
                                 f"skip such rows)")
             meta["info"]["cache"] = "hit"
-            return meta, directory, keep
+            return meta, directory, temporary
     else:
-        keep = tempfile.TemporaryDirectory(prefix="drlsched-trace-")
-        directory = Path(keep.name) / "store"  # type: ignore[attr-defined]
+        temporary = Path(tempfile.mkdtemp(prefix="drlsched-trace-"))
+        directory = temporary / "store"
     bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".scratch-", dir=directory.parent) as scratch:
-        ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, Path(scratch),
-                      sample_rate=args.sample_rate if early else 1.0, seed=seed)
-        if early:
-            ctx.info["sampled_while_reading"] = args.sample_rate
-        meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
+    try:
+        with tempfile.TemporaryDirectory(prefix=".scratch-", dir=directory.parent) as scratch:
+            ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, Path(scratch),
+                          sample_rate=args.sample_rate if early else 1.0, seed=seed)
+            if early:
+                ctx.info["sampled_while_reading"] = args.sample_rate
+            meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
+    except BaseException:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        raise
     meta["info"]["cache"] = "built" if args.cache else "none"
-    return meta, directory, keep
+    return meta, directory, temporary
 
 
 def load_trace(args: argparse.Namespace) -> Workload:
@@ -142,17 +156,18 @@ def load_trace(args: argparse.Namespace) -> Workload:
 def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     """`load_trace`, optionally accepting a window without pods (trace-info on a machine table alone)."""
     path, fmt = _validate(args)
-    meta, directory, keep = _stored(args, path, fmt)
+    meta, directory, temporary = _stored(args, path, fmt)
+    pods = TracePods(directory / store.PODS_FILE, Window(0.0, 0.0), temporary)
     origin = meta["first_arrival"]
     if meta["info"].get("unsampled_first_arrival_s") is not None:  # jobs before it were sampled out early
         origin = min(origin, meta["info"]["unsampled_first_arrival_s"]) if meta["pods"] else \
             meta["info"]["unsampled_first_arrival_s"]
     lo = origin + args.start
     duration = getattr(args, "duration", None)
-    window = Window(lo=lo, hi=math.inf if duration is None else lo + duration, sample_rate=args.sample_rate,
-                    seed=int(getattr(args, "seed", 0) or 0), max_pods=args.max_pods)
-    pods_file = directory / store.PODS_FILE
-    count, last = extent(pods_file, window)
+    pods.window = Window(lo=lo, hi=math.inf if duration is None else lo + duration,
+                         sample_rate=args.sample_rate, seed=int(getattr(args, "seed", 0) or 0),
+                         max_pods=args.max_pods)
+    count, last = extent(pods.source, pods.window)
     if not count and not allow_empty:
         span = f"{meta['first_arrival']:g}..{meta['last_arrival']:g} s" if meta["pods"] else "no pods at all"
         raise UserError(f"the trace window selects no pods (the trace has {meta['pods']} pods, arrivals "
@@ -164,6 +179,6 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     info: dict[str, object] = dict(meta["info"])
     info.update(format=fmt, source=str(path), pods=count, trace_pods=meta["pods"], nodes_in_trace=len(nodes),
                 window_start_s=lo, trace_first_arrival_s=origin,
-                trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=window.seed)
+                trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=pods.window.seed)
     return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, getattr(args, "nodes", None)),
-                    pods=TracePods(pods_file, window, keep), duration_s=float(duration), info=info)
+                    pods=pods, duration_s=float(duration), info=info)

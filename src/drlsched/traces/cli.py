@@ -52,7 +52,7 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
     jobs: set[str] = set()
     count = gpu_pods = shared = services = with_parents = unknown_duration = 0
     first = last = math.nan
-    for table in batches(pods.pods_file, pods.window, columns=_COLUMNS):
+    for table in batches(pods.source, pods.window, columns=_COLUMNS):
         arrivals = table.column("arrival_s").to_numpy()
         first = arrivals[0] if not count else first
         last = arrivals[-1]

@@ -45,9 +45,9 @@ def keeps_job(job_id: str, rate: float, seed: int) -> bool:
     return rate >= 1.0 or bool(_keep_jobs(np.array([job_hash(job_id)], dtype=np.uint32), rate, seed)[0])
 
 
-def batches(pods_file: Path, window: Window, columns: list[str] | None = None) -> Iterator[pa.Table]:
-    """Selected pods, row group by row group, with arrival_s shifted to the window start."""
-    reader = pq.ParquetFile(pods_file)
+def batches(source: Path | pa.NativeFile, window: Window, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """Selected pods of a store (path or open file), row group by row group, arrival_s shifted to the window."""
+    reader = pq.ParquetFile(source)
     metadata = reader.metadata
     arrival_index = reader.schema_arrow.get_field_index("arrival_s")
     wanted = None if columns is None else sorted({*columns, "arrival_s", "job_hash"})
@@ -75,10 +75,10 @@ def batches(pods_file: Path, window: Window, columns: list[str] | None = None) -
             break
 
 
-def extent(pods_file: Path, window: Window) -> tuple[int, float]:
+def extent(source: Path | pa.NativeFile, window: Window) -> tuple[int, float]:
     """(selected pods, last selected arrival after the shift); -inf when nothing is selected."""
     count, last = 0, -math.inf
-    for table in batches(pods_file, window, columns=[]):
+    for table in batches(source, window, columns=[]):
         count += table.num_rows
         last = table.column("arrival_s")[-1].as_py()
     return count, last
