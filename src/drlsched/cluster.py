@@ -115,15 +115,29 @@ class Cluster:
             ok &= (self.taints & ~r.toleration_mask) == 0
         return ok
 
+    def _empty_fit(self, r: PodRequest) -> dict[str, np.ndarray]:
+        """Per constraint, the nodes that could take the pod if they were empty (named in kube-scheduler's words)."""
+        masks = {"Insufficient cpu": self.cap_cpu >= r.cpu, "Insufficient memory": self.cap_mem >= r.mem}
+        if r.gpus:
+            gpu_ok = self.gpu_count >= r.gpus
+            if r.model_mask:
+                gpu_ok &= (self.node_model_bit & r.model_mask) != 0
+            masks["Insufficient nvidia.com/gpu"] = gpu_ok
+        if self.taint_bit:
+            masks["untolerated taint"] = (self.taints & ~r.toleration_mask) == 0
+        return masks
+
+    def fits_when_empty(self, r: PodRequest) -> bool:
+        """Whether any node could take the pod at all (a pod that fails this can never be scheduled)."""
+        masks = iter(self._empty_fit(r).values())
+        ok = next(masks).copy()
+        for m in masks:
+            ok &= m
+        return bool(ok.any())
+
     def infeasible_reason(self, r: PodRequest) -> str:
-        """Why no node fits, in kube-scheduler's words (for unschedulable reports)."""
-        reasons = []
-        if not np.any(self.cap_cpu - self.req_cpu >= r.cpu):
-            reasons.append("Insufficient cpu")
-        if not np.any(self.cap_mem - self.req_mem >= r.mem):
-            reasons.append("Insufficient memory")
-        if r.gpus and not np.any(self.feasible(PodRequest(0, 0, r.gpus, r.gpu_milli, r.model_mask, -1, 0, 0))):
-            reasons.append("Insufficient nvidia.com/gpu")
+        """Why no node fits even when empty, in kube-scheduler's words (for unschedulable reports)."""
+        reasons = [name for name, mask in self._empty_fit(r).items() if not mask.any()]
         return ", ".join(reasons) or "no node satisfies all constraints at once"
 
     # --- GPU choice ---------------------------------------------------------------------------------------

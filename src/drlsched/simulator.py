@@ -23,7 +23,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -128,7 +128,12 @@ class Simulator:
         self.node_heap: list[list] = [[] for _ in range(n)]
         self.node_ver = np.zeros(n, dtype=np.int64)
         self.eff_cpu = np.zeros(n)  # min(usage, capacity)
+        # Cluster-wide sums kept current as pods come and go, integrated over time by _advance.
         self.sum_eff_cpu = 0.0
+        self._mem_now = 0.0
+        self._gpu_now = 0.0
+        self._req_cpu_now = 0
+        self._gpu_alloc_now = 0
         # Running pods in slots, so usage ticks are array operations.
         self.slot_runs: list[_Run] = []
         cap = 1024
@@ -244,11 +249,6 @@ class Simulator:
             a.gpu_alloc_s += self._gpu_alloc_now * dt
         self.now = t
 
-    _mem_now = 0.0
-    _gpu_now = 0.0
-    _req_cpu_now = 0
-    _gpu_alloc_now = 0
-
     def _touch(self, node: int, t: float) -> None:
         """Bring a node's virtual clock and saturated-time counter up to t before its state changes."""
         dt = t - self.node_t[node]
@@ -296,8 +296,7 @@ class Simulator:
         if task is None:
             task = job.tasks[spec.task] = [0, 0, []]
         task[0] += 1
-        startup = spec.startup_s if spec.startup_s is not None else max(
-            0.05, float(self.rng_pod.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+        startup = spec.startup_s if spec.startup_s is not None else self._draw_startup(self.rng_pod)
         run = _Run(spec, job, startup)
         run.req = self.cluster.request(spec)
         self.shapes.add(run.req.cpu, run.req.gpus, run.req.gpu_milli, run.req.model_mask)
@@ -312,6 +311,9 @@ class Simulator:
         else:
             self._enqueue(run, spec.arrival_s)
 
+    def _draw_startup(self, rng: np.random.Generator) -> float:
+        return max(0.05, float(rng.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+
     def _fits_somewhere_empty(self, run: _Run) -> bool:
         spec = run.spec
         key = (spec.cpu_m, spec.mem_mib, spec.gpus, spec.gpu_milli, spec.gpu_models, spec.tolerations,
@@ -323,16 +325,7 @@ class Simulator:
 
     def _fits_empty_uncached(self, run: _Run) -> bool:
         c = self.cluster
-        for g in self._gpu_options(run.spec):
-            r = c.request(run.spec, g)
-            ok = (c.cap_cpu >= r.cpu) & (c.cap_mem >= r.mem) & (c.gpu_count >= r.gpus)
-            if r.gpus and r.model_mask:
-                ok &= (c.node_model_bit & r.model_mask) != 0
-            if c.taint_bit:
-                ok &= (c.taints & ~r.toleration_mask) == 0
-            if ok.any():
-                return True
-        return False
+        return any(c.fits_when_empty(c.request(run.spec, g)) for g in self._gpu_options(run.spec))
 
     def _reject(self, run: _Run) -> None:
         spec = run.spec
@@ -689,7 +682,7 @@ class Simulator:
         else:
             run.work = max(run.work - done, 0.0) if run.spec.checkpointable else 0.0
         if run.spec.startup_s is None:
-            run.startup = max(0.05, float(self.rng_use.normal(self.cfg.startup_mean_s, self.cfg.startup_std_s)))
+            run.startup = self._draw_startup(self.rng_use)
         self.pending_count += 1
         self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
 
@@ -718,10 +711,3 @@ def simulate(workload: Workload, policy: Policy | str, seed: int = 0, config: Si
 
     pol = make_policy(policy) if isinstance(policy, str) else policy
     return Simulator(workload, pol, seed, config, progress).run()
-
-
-@dataclass
-class RunResult:
-    metrics: dict[str, object]
-    series: list[tuple[float, ...]] = field(default_factory=list)
-    jct: list[float] = field(default_factory=list)
