@@ -538,16 +538,17 @@ class Simulator:
             if run.epoch == epoch:
                 finished.append(run)
         for run in finished:
-            self._complete(run, t)
-        self._refresh(node, t, force=True)
+            self._complete(run, t, replan=False)
+        self._refresh(node, t, force=True)  # once, after the whole batch of completions
 
-    def _stop(self, run: _Run, t: float) -> None:
+    def _stop(self, run: _Run, t: float, replan: bool = True) -> None:
         """Take a running pod off its node (finished or migrated)."""
         c, node = self.cluster, run.node
         self._touch(node, t)
         run.sat_time += self.sat_cum[node] - run.sat0
         self._remove_slot(run)
-        self._refresh(node, t)
+        if replan:
+            self._refresh(node, t)
         c.release(node, run.req, run.gpu_ids)  # type: ignore[arg-type]
         self._req_cpu_now -= run.req.cpu  # type: ignore[union-attr]
         self._gpu_alloc_now -= run.req.gpus * run.req.gpu_milli  # type: ignore[union-attr]
@@ -558,8 +559,8 @@ class Simulator:
         run.epoch += 1
         self.freed = True
 
-    def _complete(self, run: _Run, t: float) -> None:
-        self._stop(run, t)
+    def _complete(self, run: _Run, t: float, replan: bool = True) -> None:
+        self._stop(run, t, replan)
         run.state = 4
         spec, job, a = run.spec, run.job, self.acc
         a.pods_finished += 1
