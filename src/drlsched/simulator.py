@@ -22,7 +22,7 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,6 +159,19 @@ class Simulator:
     # --- public -------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, object]:
+        """Simulate to the end with the policy deciding every placement; returns the metrics dict."""
+        gen = self.decisions()
+        try:
+            ctx = next(gen)
+            while True:
+                ctx = gen.send(self.policy.select(ctx))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def decisions(self) -> Generator[PodContext, Decision | None, dict[str, object]]:
+        """The simulation as a generator, for callers that decide placements themselves (an RL env):
+        it yields each pod needing a decision, takes a `Decision` or None (leave pending) via `send`, and returns
+        the metrics dict when the simulation ends."""
         wall0 = time.perf_counter()
         pods = self.workload.iter_pods()
         nxt = next(pods, None)
@@ -181,7 +194,7 @@ class Simulator:
             if self.dirty_jobs:
                 self._release_waiting(t)
             if self.active or (self.freed and self.unschedulable):
-                self._schedule(t)
+                yield from self._schedule(t)
         self._finish()
         wall = time.perf_counter() - wall0
         out: dict[str, object] = {
@@ -373,7 +386,7 @@ class Simulator:
         rest = tuple(g for g in spec.gpu_options if g != spec.gpus)
         return (spec.gpus, *rest) if spec.gpus in spec.gpu_options else spec.gpu_options
 
-    def _schedule(self, t: float) -> None:
+    def _schedule(self, t: float) -> Generator[PodContext, Decision | None, None]:
         if self.freed:
             for run in self.unschedulable:
                 heapq.heappush(self.active, (-run.spec.priority, run.ready_t, next(self.seq), run))
@@ -392,7 +405,7 @@ class Simulator:
                 r = r0 if g == run.spec.gpus else c.request(run.spec, g)
                 options.append(Option(g, r, c.feasible(r)))
             ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
-            decision = self.policy.select(ctx)
+            decision = yield ctx
             if decision is None:
                 self.unschedulable.append(run)
                 if not run.spec.gpu_options and not any(_dominates(r0, f) for f in failed):

@@ -159,3 +159,27 @@ def test_same_seed_same_metrics_other_seed_other_workload():
 
     assert metrics(5) == metrics(5)
     assert metrics(5) != metrics(6)
+
+
+def test_driving_decisions_by_hand_equals_run():
+    from drlsched.scenarios import make_scenario
+
+    def fresh():
+        return Simulator(make_scenario("ml-gpu", nodes=10, duration=1800.0, seed=2), make_policy("fgd"), 2,
+                         SimConfig(allow_unschedulable=True))
+
+    expected = fresh().run()
+    sim = fresh()
+    gen = sim.decisions()
+    count = 0
+    try:
+        ctx = next(gen)
+        while True:
+            assert ctx.options and ctx.options[0].feasible.shape == (sim.cluster.size,)
+            count += 1
+            ctx = gen.send(sim.policy.select(ctx))
+    except StopIteration as stop:
+        got = stop.value
+    drop = ("wall_s", "placements_per_s")
+    assert {k: v for k, v in got.items() if k not in drop} == {k: v for k, v in expected.items() if k not in drop}
+    assert count >= got["pods_scheduled"]
