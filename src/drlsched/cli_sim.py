@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drlsched.errors import UserError
-from drlsched.evaluate import RunSpec, aggregate, default_jobs, run_all, to_jsonable
+from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.metrics import METRIC_KEYS
 from drlsched.policies import BASELINES, make_policy
-from drlsched.report import table_markdown, write_plots, write_report
+from drlsched.report import BASELINE, table_markdown, write_plots, write_report
 from drlsched.scenarios import SCENARIOS, make_scenario
 from drlsched.simulator import SimConfig, Simulator
 from drlsched.traces import add_trace_arguments, load_trace
@@ -195,10 +195,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     meta = {"workload": workload_name, "seeds": len(seeds), "seed_list": ", ".join(map(str, seeds)),
             "policies": policies, "wall_s": time.perf_counter() - t0, "nodes": args.nodes,
             "duration": args.duration, "load": args.load}
-    results = {"meta": meta, "policies": summary, "runs": [r["metrics"] for r in runs]}
+    results: dict[str, object] = {"meta": meta, "policies": summary}
+    if BASELINE in policies:
+        results[f"ratio_vs_{BASELINE}"] = paired_ratios(runs, policies, BASELINE)
+    results["runs"] = [r["metrics"] for r in runs]
     _write_json(out / "results.json", to_jsonable(results))
     plots = write_plots(out, runs, policies)
-    report = write_report(out, summary, policies, meta, plots)
+    ratios = results.get(f"ratio_vs_{BASELINE}")
+    report = write_report(out, summary, policies, meta, plots, ratios)  # type: ignore[arg-type]
     print(table_markdown(summary, policies))
     print(f"\n{len(runs)} runs in {meta['wall_s']:.1f} s; results: {out / 'results.json'}, report: {report}")
     return 0

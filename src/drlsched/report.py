@@ -45,8 +45,21 @@ def table_markdown(summary: dict[str, dict], policies: list[str]) -> str:
     return "\n".join(rows)
 
 
+def ratio_markdown(ratios: dict[str, dict]) -> str:
+    """Paired ratios to the baseline (same seeds), the fair way to read small differences."""
+    head = "| Policy | " + " | ".join(title for _, title, _, _ in TABLE_COLUMNS) + " |"
+    rows = [head, "|---|" + "---|" * len(TABLE_COLUMNS)]
+    for p, entry in ratios.items():
+        cells = []
+        for key, _, _, _ in TABLE_COLUMNS:
+            stat = entry[key]
+            cells.append(f"{stat['mean']:.3f} ± {stat['ci95']:.3f}" if stat["n"] else "n/a")
+        rows.append(f"| {p} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta: dict[str, object],
-                 plots: list[str]) -> Path:
+                 plots: list[str], ratios: dict[str, dict] | None = None) -> Path:
     lines = [
         f"# drlsched evaluation: {meta['workload']}",
         "",
@@ -70,7 +83,10 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
             f"{100 * e['cpu_alloc']['mean']:.1f} | {100 * e['gpu_alloc']['mean']:.1f} | "
             f"{e['pods_scheduled']['mean']:.0f} | {e['pods_unschedulable']['mean']:.0f} | "
             f"{e['makespan_s']['mean']:.0f} | {e['placements_per_s']['mean']:.0f} |")
-    lines += ["", "Metric definitions: docs/metrics.md.", ""]
+    if ratios:
+        lines += ["", f"Paired ratio to `{BASELINE}` (policy / baseline on the same seed; mean ± 95% CI; n/a where "
+                  "the baseline is 0):", "", ratio_markdown(ratios)]
+    lines += ["", "Metric definitions: docs/simulator.md.", ""]
     lines += [f"![{name}]({name})" for name in plots]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

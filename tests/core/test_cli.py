@@ -41,9 +41,12 @@ def test_evaluate_writes_results_report_and_plots(tmp_path):
     assert set(results["policies"]) == {"k8s-default", "fgd", "most-allocated"}
     stat = results["policies"]["fgd"]["jct_p99_s"]
     assert set(stat) == {"mean", "ci95", "n"} and stat["n"] == 2
+    paired = results["ratio_vs_k8s-default"]
+    assert set(paired) == {"fgd", "most-allocated"} and paired["fgd"]["pods_scheduled"]["n"] == 2
     report = (tmp_path / "report.md").read_text()
     assert "P99 JCT" in report and "Cross-node traffic" in report and "GPU frag" in report
     assert "%)" in report  # changes relative to k8s-default
+    assert "Paired ratio to `k8s-default`" in report
     for png in ("utilisation.png", "jct_cdf.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
     assert "| k8s-default |" in res.stdout
@@ -85,3 +88,14 @@ def test_pod_that_fits_nowhere_fails_clearly():
                    "36000", "--quiet")
     assert res.returncode == 2
     assert "fits no node even on an empty cluster" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_paired_ratios_pair_by_seed():
+    from drlsched.evaluate import paired_ratios
+
+    def run(policy, seed, jct):
+        return {"metrics": {"policy": policy, "seed": seed, **{k: 1.0 for k in METRIC_KEYS}, "jct_p99_s": jct}}
+
+    runs = [run("k8s-default", 0, 100.0), run("k8s-default", 1, 200.0), run("ppo", 0, 50.0), run("ppo", 1, 100.0)]
+    ratio = paired_ratios(runs, ["k8s-default", "ppo"], "k8s-default")["ppo"]["jct_p99_s"]
+    assert ratio == {"mean": 0.5, "ci95": 0.0, "n": 2}
