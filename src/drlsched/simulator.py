@@ -120,14 +120,17 @@ class Simulator:
         self.acc = Accumulator()
         n = self.cluster.size
         # Per-node contention state: virtual clock of batch progress, cumulative CPU-saturated time.
-        self.speed = np.ones(n)
-        self.clock = np.zeros(n)
-        self.sat_cum = np.zeros(n)
-        self.node_t = np.zeros(n)
-        self.saturated = np.zeros(n, dtype=bool)
+        # Python lists, not arrays: they are read and written one node at a time on every pod event, where
+        # numpy scalar access costs several times more; usage ticks convert them to arrays once.
+        self.speed = [1.0] * n
+        self.clock = [0.0] * n
+        self.sat_cum = [0.0] * n
+        self.node_t = [0.0] * n
+        self.saturated = [False] * n
         self.node_heap: list[list] = [[] for _ in range(n)]
-        self.node_ver = np.zeros(n, dtype=np.int64)
-        self.eff_cpu = np.zeros(n)  # min(usage, capacity)
+        self.node_ver = [0] * n
+        self.eff_cpu = [0.0] * n  # min(usage, capacity)
+        self.cap_cpu = [float(x) for x in self.cluster.cap_cpu]
         # Cluster-wide sums kept current as pods come and go, integrated over time by _advance.
         self.sum_eff_cpu = 0.0
         self._mem_now = 0.0
@@ -273,9 +276,8 @@ class Simulator:
 
     def _refresh(self, node: int, t: float, force: bool = False) -> None:
         """Recompute a node's speed and saturation after its usage changed; re-plan its next completion."""
-        c = self.cluster
-        use = c.use_cpu[node]
-        cap = c.cap_cpu[node]
+        use = float(self.cluster.use_cpu[node])
+        cap = self.cap_cpu[node]
         eff = min(use, cap)
         self.sum_eff_cpu += eff - self.eff_cpu[node]
         self.eff_cpu[node] = eff
@@ -292,7 +294,7 @@ class Simulator:
         self.node_ver[node] += 1
         if heap:
             when = t + max(0.0, heap[0][0] - self.clock[node]) / self.speed[node]
-            self._push(when, _NODE_DONE, (node, int(self.node_ver[node])))
+            self._push(when, _NODE_DONE, (node, self.node_ver[node]))
 
     # --- arrivals and the queue ---------------------------------------------------------------------------
 
@@ -468,8 +470,10 @@ class Simulator:
                 self._push(max(t, run.service_end), _SERVICE_END, (run, run.epoch))
             self._refresh(node, t)
         else:
-            heapq.heappush(self.node_heap[node], (self.clock[node] + work, next(self.seq), run, run.epoch))
-            self._refresh(node, t, force=True)
+            heap = self.node_heap[node]
+            heapq.heappush(heap, (self.clock[node] + work, next(self.seq), run, run.epoch))
+            # The planned completion event stays valid unless this pod finishes first (or the speed changed).
+            self._refresh(node, t, force=heap[0][2] is run)
         if spec.traffic_mbps > 0:
             self.traffic_runs[run] = None
 
@@ -602,10 +606,10 @@ class Simulator:
         n = len(self.slot_runs)
         c = self.cluster
         # Bring every node to t under the old usage, then resample usage.
-        dt = t - self.node_t
-        self.clock += dt * self.speed
-        self.sat_cum += np.where(self.saturated, dt, 0.0)
-        self.node_t[:] = t
+        dt = t - np.array(self.node_t)
+        self.clock = (np.array(self.clock) + dt * np.array(self.speed)).tolist()
+        self.sat_cum = (np.array(self.sat_cum) + np.where(self.saturated, dt, 0.0)).tolist()
+        self.node_t = [t] * c.size
         self._traffic(t)
         if n:
             sigma = self.s_sigma[:n]
@@ -626,14 +630,16 @@ class Simulator:
             c.use_mem[:] = 0.0
             c.use_gpu[:] = 0.0
         cap = c.cap_cpu
-        self.eff_cpu = np.minimum(c.use_cpu, cap)
-        self.sum_eff_cpu = float(self.eff_cpu.sum())
+        eff = np.minimum(c.use_cpu, cap)
+        self.eff_cpu = eff.tolist()
+        self.sum_eff_cpu = float(eff.sum())
         self._mem_now = float(np.minimum(c.use_mem, c.cap_mem).sum())
         self._gpu_now = float(c.use_gpu.sum())
-        self.saturated = c.use_cpu > cap * (1 + 1e-9)
-        new_speed = np.where(self.saturated, cap / np.maximum(c.use_cpu, 1e-9), 1.0)
-        changed = np.flatnonzero(new_speed != self.speed)
-        self.speed = new_speed
+        saturated = c.use_cpu > cap * (1 + 1e-9)
+        self.saturated = saturated.tolist()
+        new_speed = np.where(saturated, cap / np.maximum(c.use_cpu, 1e-9), 1.0)
+        changed = np.flatnonzero(new_speed != np.array(self.speed))
+        self.speed = new_speed.tolist()
         for node in changed:
             if self.node_heap[node]:
                 self._plan_node(int(node), t)
