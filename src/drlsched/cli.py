@@ -16,13 +16,14 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from drlsched import cli_sim
+    from drlsched.rl import cli as rl_cli
     from drlsched.testbed import cli as testbed_cli
     from drlsched.traces import cli as traces_cli
 
     parser = _Parser(prog="drlsched", description="Learned pod placement for Kubernetes, and its simulator.")
     parser.add_argument("--version", action="version", version=f"drlsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cli_sim, traces_cli, testbed_cli):
+    for module in (cli_sim, traces_cli, testbed_cli, rl_cli):
         module.register(sub)
     return parser
 

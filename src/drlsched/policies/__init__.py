@@ -23,7 +23,11 @@ BASELINES: dict[str, Callable[[], Policy]] = {
 
 
 def make_policy(name: str) -> Policy:
-    """A fresh policy object for a name such as `k8s-default` or `fgd`."""
+    """A fresh policy object for a name such as `k8s-default` or `fgd`, or a trained `ppo:PATH` / `dqn:PATH`."""
+    if name.startswith(("ppo:", "dqn:")):
+        from drlsched.rl.policy import load_learned  # lazily: baselines never import torch
+
+        return load_learned(name)
     factory = BASELINES.get(name)
     if factory is None:
         known = ", ".join(BASELINES)

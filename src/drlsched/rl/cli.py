@@ -1,0 +1,184 @@
+"""`drlsched train`: train a PPO (or DQN) placement policy in the simulator and write DIR/policy.pt."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from drlsched.errors import UserError
+from drlsched.scenarios import SCENARIOS
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be non-negative, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("train", help="train a learned placement policy (PPO or DQN) in the simulator",
+                       description="Train a placement policy on windows of a scenario (workload seeds >= 1000, so "
+                                   "seeds below 1000 stay held out for evaluation); writes DIR/policy.pt, "
+                                   "DIR/curve.csv, DIR/curve.png and DIR/train.json.")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="batch", metavar="NAME",
+                   help=f"training scenario: {', '.join(sorted(SCENARIOS))} (default batch)")
+    p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="algorithm (default ppo)")
+    rew = p.add_mutually_exclusive_group()
+    rew.add_argument("--reward-preset", choices=("ecommerce", "batch"),
+                     help="reward weights preset (default: the scenario's own if it has one, else batch)")
+    rew.add_argument("--reward", metavar="FILE", help="reward weights from a YAML file (see docs/learning.md)")
+    p.add_argument("--steps", type=_positive_int, help="env steps (pod decisions) to train for (default 100000)")
+    p.add_argument("--minutes", type=_positive_float, help="wall-clock budget in minutes")
+    p.add_argument("--envs", type=_positive_int, default=8, help="parallel envs (default 8)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--nodes", type=_positive_int, default=10, help="cluster size of the training windows (10)")
+    p.add_argument("--duration", type=_positive_float, default=120.0, metavar="SECONDS",
+                   help="arrival window of each training episode in seconds (default 120)")
+    p.add_argument("--load", type=_positive_float, default=1.0, help="arrival-rate factor (default 1.0)")
+    p.add_argument("--encoder", choices=("lstm", "framestack"), default="lstm",
+                   help="state encoder over the metric history (framestack: the ablation)")
+    p.add_argument("--bc-steps", type=_non_negative_int, default=0,
+                   help="PPO: behaviour-cloning warm start from k8s-default over this many decisions (default 0)")
+    p.add_argument("--shared-workload", type=_positive_int, default=1, metavar="K",
+                   help="PPO: groups of K envs replay the same workloads, with a per-group baseline (default 1)")
+    p.add_argument("--resume", action="store_true", help="continue from the weights in DIR/policy.pt")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from drlsched.rl.reward import PRESETS, load_reward
+
+    out = Path(args.out)
+    if args.reward:
+        weights = load_reward(args.reward)
+        reward_name = str(args.reward)
+    else:
+        reward_name = args.reward_preset or (args.scenario if args.scenario in PRESETS else "batch")
+        weights = PRESETS[reward_name]
+    if args.shared_workload > 1 and args.envs % args.shared_workload:
+        raise UserError(f"--envs {args.envs} must be a multiple of --shared-workload {args.shared_workload}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    # torch is imported only now: `drlsched --help` and the baselines stay fast.
+    import torch
+    from tqdm import tqdm
+
+    from drlsched.rl.checkpoint import load_policy, save_policy
+    from drlsched.rl.env import EnvConfig
+    from drlsched.rl.network import NetConfig, SchedulerNet
+
+    torch.set_num_threads(1)
+    env_cfg = EnvConfig(scenario=args.scenario, nodes=args.nodes, duration_s=args.duration, load=args.load,
+                        reward=weights)
+    steps = args.steps or (10**9 if args.minutes else 100_000)
+    done_before = 0
+    net_cfg = NetConfig(encoder=args.encoder)
+    net = None
+    if args.resume:
+        if not (out / "policy.pt").is_file():
+            raise UserError(f"--resume: {out / 'policy.pt'} does not exist")
+        net, header = load_policy(out / "policy.pt", algo=args.algo)
+        net.train()
+        net_cfg = net.cfg
+        done_before = int(header["meta"].get("steps", 0))
+    net = net or SchedulerNet(net_cfg)
+    meta: dict[str, Any] = {"scenario": args.scenario, "nodes": args.nodes, "duration_s": args.duration,
+                            "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
+                            "seed": args.seed, "envs": args.envs}
+    bar = tqdm(total=None if args.minutes and not args.steps else steps, unit="step", disable=args.quiet,
+               desc=f"{args.algo} on {args.scenario}", file=sys.stderr, dynamic_ncols=True)
+    t0 = time.perf_counter()
+    last_save = [t0]
+
+    def checkpoint(row: dict[str, float]) -> None:
+        if time.perf_counter() - last_save[0] > 60:  # a crash or Ctrl-C loses at most a minute
+            save_policy(out / "policy.pt", net, args.algo, {**meta, "steps": done_before + int(row["step"])})
+            last_save[0] = time.perf_counter()
+
+    try:
+        if args.algo == "ppo":
+            from drlsched.rl.ppo import PPOSettings, settings_dict, train_ppo
+
+            settings = PPOSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
+                                   bc_steps=args.bc_steps, shared_workload=args.shared_workload)
+            net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar)
+        else:
+            from drlsched.rl.dqn import DQNSettings, settings_dict, train_dqn  # type: ignore[assignment]
+
+            settings = DQNSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed)
+            net, rows = train_dqn(settings, env_cfg, net_cfg, net=net, on_log=checkpoint, progress=bar)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - t0
+    trained = int(rows[-1]["step"]) if rows else 0
+    meta.update({"steps": done_before + trained, "settings": settings_dict(settings), "wall_s": wall})
+    digest = save_policy(out / "policy.pt", net, args.algo, meta)
+    write_curve(out, rows)
+    summary = {"policy": str(out / "policy.pt"), "sha256": digest, "algo": args.algo, "steps": done_before + trained,
+               "wall_s": round(wall, 2), "updates": len(rows), "final": rows[-1] if rows else {}}
+    (out / "train.json").write_text(json.dumps({**summary, "meta": meta}, indent=2, default=str) + "\n")
+    print(f"trained {args.algo} for {trained} steps in {wall:.0f} s; wrote {out / 'policy.pt'} "
+          f"(sha256 {digest[:12]}), {out / 'curve.csv'}, {out / 'curve.png'}")
+    print(f"use it with: drlsched evaluate --scenario {args.scenario} --policies "
+          f"k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
+    return 0
+
+
+def write_curve(out: Path, rows: list[dict[str, float]]) -> None:
+    """The learning curve as CSV (one row per update) and a PNG of reward and CPU utilisation against steps."""
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    with open(out / "curve.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [r for r in rows if "reward_per_step" in r]
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
+    ax[0].plot([r["step"] for r in pts], [r["reward_per_step"] for r in pts])
+    ax[0].set(xlabel="env steps", ylabel="mean reward per step", title="reward")
+    util = [r for r in pts if not math.isnan(r.get("cpu_util", math.nan))]
+    ax[1].plot([r["step"] for r in util], [r["cpu_util"] for r in util], marker=".")
+    ax[1].set(xlabel="env steps", ylabel="CPU utilisation (finished episodes)", title="utilisation")
+    fig.tight_layout()
+    fig.savefig(out / "curve.png", dpi=90)
+    plt.close(fig)

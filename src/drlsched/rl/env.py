@@ -1,0 +1,170 @@
+"""`drlsched/Scheduling-v0`: a Gymnasium env with one step per pod placement, over the simulator.
+
+An episode replays one workload window (a scenario drawn with a workload seed) to the end of the simulation.
+Each step places one pod: the action is a flattened (node, GPU-count option) index with a joint feasibility mask,
+given in the observation and in `info["action_mask"]`. Pods that fit nowhere right now are left pending without
+asking the agent (there is nothing to choose). The reward is documented in `drlsched.rl.reward`.
+
+Held-out evaluation: unless told otherwise, workload seeds for training are drawn from [TRAIN_SEED_BASE, 2**31);
+evaluation seeds are below TRAIN_SEED_BASE, so training never sees an evaluation workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from drlsched.policies.base import Decision, PodContext, Policy
+from drlsched.rl.features import (
+    F_HIST,
+    F_NODE,
+    F_OPT,
+    F_POD,
+    HISTORY,
+    MAX_OPTIONS,
+    ObsBuilder,
+    action_for,
+    decision_for,
+)
+from drlsched.rl.reward import RewardTracker, RewardWeights
+from drlsched.scenarios import make_scenario
+from drlsched.simulator import SimConfig, Simulator
+from drlsched.workload import Workload
+
+TRAIN_SEED_BASE = 1000
+
+
+@dataclass
+class EnvConfig:
+    scenario: str = "batch"
+    nodes: int | None = 10
+    duration_s: float | None = 120.0
+    load: float = 1.0
+    reward: RewardWeights = field(default_factory=RewardWeights)
+    max_steps: int | None = None  # truncate an episode after this many decisions
+    history: int = HISTORY
+    expert: str | None = None  # a baseline whose choice is put in info["expert_action"] (behaviour cloning)
+    workload_seeds: tuple[int, int] = (TRAIN_SEED_BASE, 2**31)  # [low, high) of the drawn workload seeds
+    allow_unschedulable: bool = True
+
+
+class _Driven(Policy):
+    """Stands in for the policy inside the simulator: the env makes every decision through `decisions()`."""
+
+    name = "rl-env"
+
+
+class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(self, config: EnvConfig | None = None, **overrides: Any) -> None:
+        cfg = config or EnvConfig()
+        for k, v in overrides.items():
+            setattr(cfg, k, v)
+        self.cfg = cfg
+        probe = self._workload(cfg.workload_seeds[0])
+        self.n_nodes = len(probe.nodes)
+        n, g, t = self.n_nodes, MAX_OPTIONS, cfg.history
+        inf = np.float32(np.inf)
+        self.observation_space = spaces.Dict({
+            "history": spaces.Box(-inf, inf, (t, F_HIST), np.float32),
+            "nodes": spaces.Box(-inf, inf, (n, F_NODE), np.float32),
+            "options": spaces.Box(-inf, inf, (n, g, F_OPT), np.float32),
+            "pod": spaces.Box(-inf, inf, (F_POD,), np.float32),
+            "action_mask": spaces.Box(0, 1, (n * g,), np.int8),
+        })
+        self.action_space = spaces.Discrete(n * g)
+        self.builder = ObsBuilder(cfg.history)
+        self.sim: Simulator | None = None
+        self.gen: Generator[PodContext, Decision | None, dict[str, object]] | None = None
+        self.ctx: PodContext | None = None
+        self.metrics: dict[str, object] | None = None
+        self.expert: Policy | None = None
+
+    def _workload(self, seed: int) -> Workload:
+        c = self.cfg
+        return make_scenario(c.scenario, nodes=c.nodes, duration=c.duration_s, load=c.load, seed=seed)
+
+    # --- Gymnasium API ----------------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        lo, hi = self.cfg.workload_seeds
+        wseed = int(options["workload_seed"]) if "workload_seed" in options else int(self.np_random.integers(lo, hi))
+        self.workload_seed = wseed
+        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False)
+        self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
+        self.tracker = RewardTracker(self.sim, self.cfg.reward)
+        self.builder.reset(self.sim.cluster)
+        if self.cfg.expert:
+            from drlsched.policies import make_policy
+
+            self.expert = make_policy(self.cfg.expert)
+            self.expert.reset(self.sim.cluster, np.random.default_rng(wseed))
+        self.gen = self.sim.decisions()
+        self.metrics = None
+        self.steps = 0
+        self.jobs_in_system = 0
+        self.ctx = self._advance(None, first=True)
+        if self.ctx is None:
+            raise RuntimeError(f"workload seed {wseed} asked for no decision at all")
+        self.tracker.step(0)  # rewards count from the first decision on
+        self.jobs_in_system = len(self.sim.jobs)
+        self.obs = self.builder.observe(self.ctx)
+        return self.obs, self._info()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self.ctx is None:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        a = int(action)
+        if not (0 <= a < self.obs["action_mask"].size) or not self.obs["action_mask"][a]:
+            raise ValueError(f"action {a} is masked out (infeasible node or GPU option)")
+        self.ctx = self._advance(decision_for(a, self.ctx))
+        self.steps += 1
+        reward, terms = self.tracker.step(self.jobs_in_system)
+        self.jobs_in_system = len(self.sim.jobs)  # type: ignore[union-attr]
+        terminated = self.ctx is None
+        truncated = not terminated and self.cfg.max_steps is not None and self.steps >= self.cfg.max_steps
+        if terminated:
+            self.obs = {k: np.zeros_like(v) for k, v in self.obs.items()}
+        else:
+            self.obs = self.builder.observe(self.ctx)  # type: ignore[arg-type]
+        info = self._info()
+        info["reward_terms"] = terms
+        if terminated:
+            info["metrics"] = self.metrics
+        return self.obs, float(reward), terminated, truncated, info
+
+    # --- helpers ----------------------------------------------------------------------------------------------
+
+    def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self.obs["action_mask"], "workload_seed": self.workload_seed}
+        if self.expert is not None and self.ctx is not None:
+            d = self.expert.select(self.ctx)
+            info["expert_action"] = action_for(d, self.ctx) if d is not None else -1
+        return info
+
+    def action_mask(self) -> np.ndarray:
+        """int8[N * G]: the current joint (node, GPU option) mask."""
+        return self.obs["action_mask"]
+
+    def _advance(self, decision: Decision | None, first: bool = False) -> PodContext | None:
+        """Apply a decision and run the simulator to the next pod that fits somewhere; None at the end."""
+        gen = self.gen
+        assert gen is not None
+        try:
+            ctx = next(gen) if first else gen.send(decision)
+            while not any(o.feasible.any() for o in ctx.options[:MAX_OPTIONS]):
+                ctx = gen.send(None)
+        except StopIteration as stop:
+            self.metrics = stop.value
+            return None
+        return ctx
+

@@ -1,0 +1,195 @@
+"""The observation a learned policy sees, built from a `PodContext` alone.
+
+Training (the env) and deployment (`LearnedPolicy`) share this builder, so a policy sees exactly what it was
+trained on. Everything here is a function of the pod context and of the contexts seen before it in the same run:
+a policy is not shown simulator internals (pending queue, SLA counters) that a real scheduler plugin lacks.
+
+Shapes (N nodes, G option slots, T history length):
+- `history`  float32[T, H]: one snapshot of cluster metrics per decision, oldest first, zero-padded at the start;
+- `nodes`    float32[N, F_NODE]: per-node state;
+- `options`  float32[N, G, F_OPT]: per node and GPU-count option: feasibility and what would be left after placing;
+- `pod`      float32[F_POD]: the pod to place;
+- `action_mask` int8[N * G]: 1 where (node, option) is feasible; action a = node * G + option slot.
+
+Bump `OBS_SPEC_VERSION` whenever a feature changes meaning or position: checkpoints record it and loading refuses
+a mismatch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from drlsched.cluster import Cluster
+from drlsched.policies.base import Decision, PodContext
+from drlsched.workload import GPU_MILLI, QoS
+
+OBS_SPEC_VERSION = 1
+MAX_OPTIONS = 3  # GPU-count option slots per node: the default count first, then elastic alternatives
+HISTORY = 16
+F_NODE = 16
+F_OPT = 7
+F_POD = 16
+F_HIST = 13
+
+
+class ObsBuilder:
+    """Turns successive pod contexts of one run into observations (keeps the metric history)."""
+
+    def __init__(self, history: int = HISTORY) -> None:
+        self.history = history
+        self.cluster: Cluster | None = None
+        self.snaps: deque[np.ndarray] = deque(maxlen=history)
+        self.last_now = 0.0
+        self.same_instant = 0
+        self.dt_ema = 1.0
+
+    def reset(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.snaps.clear()
+        self.last_now = 0.0
+        self.same_instant = 0
+        self.dt_ema = 1.0
+        c = cluster
+        self.cap_cpu = c.cap_cpu.astype(np.float64)
+        self.cap_mem = c.cap_mem.astype(np.float64)
+        self.has_gpu = c.gpu_count > 0
+        self.gpu_den = np.maximum(c.gpu_count, 1).astype(np.float64)
+        self.gpu_cap_den = np.maximum(c.cap_gpu_milli, 1).astype(np.float64)
+        self.size_cpu = self.cap_cpu / self.cap_cpu.max()
+        self.size_mem = self.cap_mem / self.cap_mem.max()
+        self.mean_cpu = float(self.cap_cpu.mean())
+        self.mean_mem = float(self.cap_mem.mean())
+        self.rack = c.rack
+        self.n_racks = int(c.rack.max()) + 1
+
+    def observe(self, ctx: PodContext) -> dict[str, np.ndarray]:
+        """The observation for this decision; also records its history snapshot (call once per context)."""
+        c = ctx.cluster
+        if c is not self.cluster:
+            self.reset(c)
+        nodes = self._nodes(ctx)
+        self._push_snapshot(ctx, nodes)
+        options, mask = self._options(ctx)
+        hist = np.zeros((self.history, F_HIST), dtype=np.float32)
+        if self.snaps:
+            hist[self.history - len(self.snaps):] = np.stack(self.snaps)
+        return {"history": hist, "nodes": nodes, "options": options, "pod": self._pod(ctx),
+                "action_mask": mask}
+
+    # --- parts ----------------------------------------------------------------------------------------------
+
+    def _nodes(self, ctx: PodContext) -> np.ndarray:
+        c = ctx.cluster
+        n = c.size
+        f = np.empty((n, F_NODE), dtype=np.float32)
+        f[:, 0] = (self.cap_cpu - c.req_cpu) / self.cap_cpu
+        f[:, 1] = (self.cap_mem - c.req_mem) / self.cap_mem
+        f[:, 2] = np.minimum(c.use_cpu / self.cap_cpu, 2.0)
+        f[:, 3] = np.minimum(c.use_mem / self.cap_mem, 2.0)
+        f[:, 4] = self.has_gpu
+        f[:, 5] = c.full_free_gpus / self.gpu_den
+        f[:, 6] = c.max_gpu_free / GPU_MILLI
+        f[:, 7] = c.use_gpu / self.gpu_cap_den
+        f[:, 8] = c.pods / c.max_pods
+        f[:, 9] = c.starting_cpu / self.cap_cpu
+        f[:, 10] = self.size_cpu
+        f[:, 11] = self.size_mem
+        # Co-location with the pod's job: pods on the node, and the job's share in the node's rack.
+        job_here = np.zeros(n)
+        total = 0
+        for node, count in ctx.job_nodes.items():
+            if count > 0:
+                job_here[node] = count
+                total += count
+        f[:, 12] = np.log1p(job_here)
+        if total:
+            per_rack = np.bincount(self.rack, weights=job_here, minlength=self.n_racks)
+            f[:, 13] = per_rack[self.rack] / total
+        else:
+            f[:, 13] = 0.0
+        f[:, 14] = c.use_cpu > self.cap_cpu
+        # GPU capacity free but stranded on partly used GPUs (fragmentation), as a share of the node's GPUs.
+        f[:, 15] = (c.gpu_free.sum(axis=1) - c.full_free_gpus * GPU_MILLI) / self.gpu_cap_den
+        return f
+
+    def _options(self, ctx: PodContext) -> tuple[np.ndarray, np.ndarray]:
+        c = ctx.cluster
+        n = c.size
+        opt = np.zeros((n, MAX_OPTIONS, F_OPT), dtype=np.float32)
+        mask = np.zeros((n, MAX_OPTIONS), dtype=np.int8)
+        for k, o in enumerate(ctx.options[:MAX_OPTIONS]):
+            r = o.request
+            feas = o.feasible
+            mask[:, k] = feas
+            opt[:, k, 0] = feas
+            opt[:, k, 1] = 1.0
+            opt[:, k, 2] = o.gpus / 4.0
+            opt[:, k, 3] = np.where(feas, (self.cap_cpu - c.req_cpu - r.cpu) / self.cap_cpu, 0.0)
+            opt[:, k, 4] = np.where(feas, (self.cap_mem - c.req_mem - r.mem) / self.cap_mem, 0.0)
+            if r.gpus and r.gpu_milli >= GPU_MILLI:
+                opt[:, k, 5] = np.where(feas, (c.full_free_gpus - r.gpus) / self.gpu_den, 0.0)
+            elif r.gpus:
+                opt[:, k, 5] = np.where(feas, (c.max_gpu_free - r.gpu_milli) / GPU_MILLI, 0.0)
+            opt[:, k, 6] = k == 0
+        return opt, mask.reshape(-1)
+
+    def _pod(self, ctx: PodContext) -> np.ndarray:
+        p = ctx.pod
+        f = np.zeros(F_POD, dtype=np.float32)
+        f[0] = p.cpu_m / self.mean_cpu
+        f[1] = p.mem_mib / self.mean_mem
+        f[2] = p.gpus / 4.0
+        f[3] = (p.gpu_milli if p.gpus else 0) / GPU_MILLI
+        f[4 + int(p.qos)] = 1.0  # one-hot QoS over LS, Burstable, BE
+        f[7] = p.service
+        if p.known_duration and p.work_s is not None:
+            f[8] = 1.0
+            f[9] = math.log1p(p.work_s) / 10.0
+        f[10] = math.log1p(p.traffic_mbps) / 5.0
+        f[11] = math.log1p(p.shuffle_in_mb) / 5.0
+        f[12] = bool(p.parents)
+        f[13] = math.log1p(sum(ctx.job_nodes.values())) / 3.0
+        f[14] = len(ctx.options) / MAX_OPTIONS
+        f[15] = p.qos == QoS.LS and p.service
+        return f
+
+    def _push_snapshot(self, ctx: PodContext, nodes: np.ndarray) -> None:
+        dt = max(0.0, ctx.now - self.last_now)
+        if dt == 0.0:
+            self.same_instant += 1
+        else:
+            self.same_instant = 0
+            self.dt_ema = 0.9 * self.dt_ema + 0.1 * dt
+        self.last_now = ctx.now
+        c = ctx.cluster
+        alloc_cpu = 1.0 - nodes[:, 0]
+        s = np.empty(F_HIST, dtype=np.float32)
+        s[0] = nodes[:, 2].mean()
+        s[1] = nodes[:, 2].max()
+        s[2] = nodes[:, 3].mean()
+        s[3] = c.use_gpu.sum() / max(c.total_gpu_milli, 1)
+        s[4] = alloc_cpu.mean()
+        s[5] = alloc_cpu.max()
+        s[6] = 1.0 - nodes[:, 1].mean()
+        s[7] = c.used_gpu_milli.sum() / max(c.total_gpu_milli, 1)
+        s[8] = nodes[:, 14].mean()
+        s[9] = nodes[:, 8].mean()
+        s[10] = math.log1p(dt)
+        s[11] = math.log1p(self.same_instant) / 3.0  # a burst of decisions at one instant: a queue building up
+        s[12] = -math.log(self.dt_ema + 1e-3) / 5.0  # decision rate
+        self.snaps.append(s)
+
+
+def decision_for(action: int, ctx: PodContext) -> Decision:
+    """The simulator decision for a flattened action index (node * MAX_OPTIONS + option slot)."""
+    node, slot = divmod(int(action), MAX_OPTIONS)
+    return Decision(node, ctx.options[slot].gpus)
+
+
+def action_for(decision: Decision, ctx: PodContext) -> int:
+    """Inverse of `decision_for` (for behaviour cloning from a baseline's decisions)."""
+    slot = next(k for k, o in enumerate(ctx.options[:MAX_OPTIONS]) if o.gpus == decision.gpus)
+    return decision.node * MAX_OPTIONS + slot

@@ -1,0 +1,51 @@
+"""A trained network as a placement `Policy`, usable wherever a baseline is (`--policy ppo:DIR/policy.pt`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from drlsched.cluster import Cluster
+from drlsched.errors import UserError
+from drlsched.policies.base import Decision, PodContext, Policy
+from drlsched.rl.checkpoint import load_policy
+from drlsched.rl.features import ObsBuilder, decision_for
+from drlsched.rl.network import SchedulerNet
+
+
+class LearnedPolicy(Policy):
+    """Greedy (highest-logit) choice over the feasible (node, GPU option) pairs; deterministic for a state."""
+
+    def __init__(self, net: SchedulerNet, name: str = "learned", history: int | None = None) -> None:
+        self.net = net
+        self.name = name
+        self.builder = ObsBuilder(history or net.cfg.history)
+
+    def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
+        super().reset(cluster, rng)
+        self.builder.reset(cluster)
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        obs = self.builder.observe(ctx)
+        idx = np.flatnonzero(obs["action_mask"])
+        if idx.size == 0:
+            return None
+        if idx.size == 1:
+            return decision_for(int(idx[0]), ctx)
+        scores = self.net.act_one(obs)
+        return decision_for(int(idx[int(np.argmax(scores))]), ctx)
+
+
+def load_learned(spec: str) -> LearnedPolicy:
+    """`ppo:PATH` or `dqn:PATH` → the policy in PATH (a policy.pt, or a directory holding one)."""
+    algo, _, path = spec.partition(":")
+    if algo not in ("ppo", "dqn") or not path:
+        raise UserError(f"learned policy {spec!r}: expected ppo:PATH or dqn:PATH")
+    p = Path(path)
+    if p.is_dir():
+        p = p / "policy.pt"
+    torch.set_num_threads(1)  # one decision at a time: extra threads only add contention on small matrices
+    net, _ = load_policy(p, algo=algo)
+    return LearnedPolicy(net, name=spec)
