@@ -508,19 +508,21 @@ class Simulator:
         self.slot_runs.append(run)
         run.slot = i
         self.s_node[i] = run.node
-        self.s_base[i] = (r.cpu * spec.usage_cpu, r.mem * spec.usage_mem,  # type: ignore[union-attr]
-                          r.gpus * r.gpu_milli * spec.usage_gpu)  # type: ignore[union-attr]
+        base_cpu = r.cpu * spec.usage_cpu  # type: ignore[union-attr]
+        base_mem = r.mem * spec.usage_mem  # type: ignore[union-attr]
+        base_gpu = r.gpus * r.gpu_milli * spec.usage_gpu  # type: ignore[union-attr]
+        self.s_base[i] = (base_cpu, base_mem, base_gpu)
         self.s_sigma[i] = math.sqrt(math.log1p(spec.usage_cv ** 2))
         self.s_service[i] = spec.service
-        load = self.load_curve(t) if (spec.service and self.load_curve) else 1.0
-        use = self.s_base[i] * load
-        use[1] = self.s_base[i, 1]
-        self.s_use[i] = use
-        self._apply_use(run.node, use, 1.0)
+        # As at usage ticks, the load curve scales the CPU of services; memory and GPU keep their mean.
+        use_cpu = base_cpu * self.load_curve(t) if (spec.service and self.load_curve) else base_cpu
+        self.s_use[i] = (use_cpu, base_mem, base_gpu)
+        self._apply_use(run.node, use_cpu, base_mem, base_gpu)
 
     def _remove_slot(self, run: _Run) -> None:
         i, last = run.slot, len(self.slot_runs) - 1
-        self._apply_use(run.node, self.s_use[i], -1.0)
+        use_cpu, use_mem, use_gpu = self.s_use[i].tolist()
+        self._apply_use(run.node, -use_cpu, -use_mem, -use_gpu)
         moved = self.slot_runs[last]
         self.slot_runs[i] = moved
         moved.slot = i
@@ -529,14 +531,18 @@ class Simulator:
         self.slot_runs.pop()
         run.slot = -1
 
-    def _apply_use(self, node: int, use: np.ndarray, sign: float) -> None:
+    def _apply_use(self, node: int, cpu: float, mem: float, gpu: float) -> None:
+        """Add a pod's usage to its node (negative amounts remove it) and keep the cluster sums current."""
         c = self.cluster
-        c.use_cpu[node] += sign * use[0]
-        old_mem = min(c.use_mem[node], c.cap_mem[node])
-        c.use_mem[node] += sign * use[1]
-        self._mem_now += min(c.use_mem[node], c.cap_mem[node]) - old_mem
-        c.use_gpu[node] += sign * use[2]
-        self._gpu_now += sign * use[2]
+        c.use_cpu[node] += cpu
+        cap_mem = c.cap_mem[node]
+        old_mem = c.use_mem[node]
+        new_mem = old_mem + mem
+        c.use_mem[node] = new_mem
+        self._mem_now += min(new_mem, cap_mem) - min(old_mem, cap_mem)
+        if gpu:
+            c.use_gpu[node] += gpu
+            self._gpu_now += gpu
 
     def _grow_slots(self) -> None:
         for name in ("s_node", "s_base", "s_sigma", "s_service", "s_use"):
