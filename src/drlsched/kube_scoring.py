@@ -49,6 +49,17 @@ def balanced_allocation(req_cpu: np.ndarray, cap_cpu: np.ndarray, req_mem: np.nd
     return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
+def balanced_allocation_v136(req_cpu: np.ndarray, alloc_cpu: np.ndarray, cap_cpu: np.ndarray, req_mem: np.ndarray,
+                             alloc_mem: np.ndarray, cap_mem: np.ndarray) -> np.ndarray:
+    """BalancedAllocation from v1.36 (PR #135573): the change in balance the pod brings,
+    50 + (50 + scoreWithPod - scoreWithoutPod) // 2, where each score is the 1.30-1.35 formula on the node with
+    (`req_*`) and without (`alloc_*`) the pod. The difference lies in [-50, 50], so Go's division is a floor."""
+    with_pod = balanced_allocation(req_cpu, cap_cpu, req_mem, cap_mem)
+    without_pod = balanced_allocation(alloc_cpu, cap_cpu, alloc_mem, cap_mem)
+    half = MAX_NODE_SCORE // 2
+    return half + (half + with_pod - without_pod) // 2
+
+
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
     """How many feasible nodes kube-scheduler looks for before it stops filtering (percentageOfNodesToScore)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:

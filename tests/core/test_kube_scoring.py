@@ -6,6 +6,7 @@ import pytest
 from drlsched.cluster import Cluster
 from drlsched.kube_scoring import (
     balanced_allocation,
+    balanced_allocation_v136,
     default_normalize,
     least_requested,
     most_requested,
@@ -42,6 +43,15 @@ def test_balanced_allocation_fixture():
     assert balanced_allocation(arr(2000), arr(4000), arr(6 * GI), arr(16 * GI))[0] == 93
 
 
+def test_balanced_allocation_v136_scores_the_change_in_balance():
+    # Same node and pod as above: balance 93 with the pod, 100 without -> 50 + (50 + 93 - 100) // 2 = 71.
+    assert balanced_allocation_v136(arr(2000), arr(1000), arr(4000), arr(6 * GI), arr(4 * GI), arr(16 * GI))[0] == 71
+    # Unchanged balance -> 75; perfectly balanced -> perfectly imbalanced -> 50; the reverse -> 100 (PR #135573).
+    assert balanced_allocation_v136(arr(2), arr(1), arr(4), arr(2), arr(1), arr(4))[0] == 75
+    assert balanced_allocation_v136(arr(4), arr(0), arr(4), arr(0), arr(0), arr(4))[0] == 50
+    assert balanced_allocation_v136(arr(4), arr(4), arr(4), arr(4), arr(0), arr(4))[0] == 100
+
+
 def test_single_resource_and_edge_cases():
     assert least_requested(arr(1000), arr(4000))[0] == 75
     assert least_requested(arr(5000), arr(4000))[0] == 0  # over capacity
@@ -67,7 +77,8 @@ def test_target_load_packing_fixture():
     assert target_load_packing(np.array([25.0, 50.0, 75.0, 101.0]), 50).tolist() == [75, 100, 25, 0]
 
 
-def test_k8s_default_hot_path_equals_reference_formulas():
+@pytest.mark.parametrize("minor", [32, 36])
+def test_k8s_default_hot_path_equals_reference_formulas(minor):
     rng = np.random.default_rng(7)
     nodes = [NodeSpec(f"n{i}", int(rng.integers(1000, 64000)), int(rng.integers(1024, 262144))) for i in range(300)]
     cluster = Cluster(nodes)
@@ -75,10 +86,12 @@ def test_k8s_default_hot_path_equals_reference_formulas():
     cluster.nz_mem[:] = rng.integers(0, cluster.cap_mem + 2000)
     cluster.req_cpu[:] = np.minimum(cluster.nz_cpu, cluster.cap_cpu)
     cluster.req_mem[:] = np.minimum(cluster.nz_mem, cluster.cap_mem)
-    policy = K8sDefault(percentage_of_nodes_to_score=100)
+    policy = K8sDefault(percentage_of_nodes_to_score=100, minor=minor)
     policy.reset(cluster, rng)
-    for _ in range(50):
-        pod = PodSpec("p", "j", 0.0, int(rng.integers(0, 4000)), int(rng.integers(0, 8192)))
+    for i in range(60):
+        best_effort = i % 10 == 0
+        pod = PodSpec("p", "j", 0.0, 0 if best_effort else int(rng.integers(0, 4000)),
+                      0 if best_effort else int(rng.integers(0, 8192)))
         r = cluster.request(pod)
         idx = np.arange(cluster.size)
         got = policy.score(PodContext(pod, [], cluster, 0.0), Option(0, r, np.ones(cluster.size, bool)), idx)
@@ -86,5 +99,12 @@ def test_k8s_default_hot_path_equals_reference_formulas():
             [least_requested(cluster.nz_cpu + r.nz_cpu, cluster.cap_cpu),
              least_requested(cluster.nz_mem + r.nz_mem, cluster.cap_mem)],
             [cluster.cap_cpu, cluster.cap_mem], [1, 1])
-        bal = balanced_allocation(cluster.req_cpu + r.cpu, cluster.cap_cpu, cluster.req_mem + r.mem, cluster.cap_mem)
+        c = cluster
+        if minor >= 36:
+            bal = balanced_allocation_v136(c.req_cpu + r.cpu, c.req_cpu, c.cap_cpu, c.req_mem + r.mem, c.req_mem,
+                                           c.cap_mem)
+        else:
+            bal = balanced_allocation(c.req_cpu + r.cpu, c.cap_cpu, c.req_mem + r.mem, c.cap_mem)
+        if best_effort and minor >= 33:
+            bal = 0  # BalancedAllocation skips best-effort pods from v1.33
         assert np.array_equal(got, least + bal)

@@ -13,6 +13,7 @@ from drlsched.policies.k8s_default import K8sDefault
 
 BASELINES: dict[str, Callable[[], Policy]] = {
     "k8s-default": K8sDefault,
+    "k8s-default-1.32": lambda: K8sDefault(minor=32),
     "most-allocated": MostAllocated,
     "tetris": Tetris,
     "fgd": FGD,

@@ -2,7 +2,10 @@
 
 Filter: NodeResourcesFit (plus GPU count/share, model and NoSchedule taints, done by the cluster). Score:
 NodeResourcesFit LeastAllocated (cpu:1, memory:1, NonZero requests) + NodeResourcesBalancedAllocation
-(actual requests), each weight 1. The other default Score plugins (TaintToleration, NodeAffinity,
+(actual requests), each weight 1. BalancedAllocation follows the release being mirrored: v1.36+ (the default,
+and the testbed's kube-scheduler) scores the change in balance the pod brings and skips best-effort pods
+(no cpu or memory request; since v1.33); v1.30-1.32 score the balance with the pod, best-effort pods included
+(`k8s-default-1.32`). The other default Score plugins (TaintToleration, NodeAffinity,
 PodTopologySpread, InterPodAffinity, ImageLocality) give every node the same score for the pods we model (no
 PreferNoSchedule taints, affinities, spread constraints or images), so they cannot change the choice.
 Only the first `numFeasibleNodesToFind` feasible nodes from a rotating start index are scored
@@ -21,8 +24,11 @@ from drlsched.policies.base import Option, PodContext, ScoringPolicy
 class K8sDefault(ScoringPolicy):
     name = "k8s-default"
 
-    def __init__(self, percentage_of_nodes_to_score: int = 0) -> None:
+    def __init__(self, percentage_of_nodes_to_score: int = 0, minor: int = 36) -> None:
         self.percentage = percentage_of_nodes_to_score
+        self.minor = minor
+        if minor < 36:
+            self.name = f"k8s-default-1.{minor}"
 
     def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
         super().reset(cluster, rng)
@@ -49,7 +55,17 @@ class K8sDefault(ScoringPolicy):
         cap_cpu, cap_mem = c.cap_cpu[nodes], c.cap_mem[nodes]
         least_cpu = np.maximum((cap_cpu - c.nz_cpu[nodes] - r.nz_cpu) * MAX_NODE_SCORE // cap_cpu, 0)
         least_mem = np.maximum((cap_mem - c.nz_mem[nodes] - r.nz_mem) * MAX_NODE_SCORE // cap_mem, 0)
-        f_cpu = np.minimum((c.req_cpu[nodes] + r.cpu) / cap_cpu, 1.0)
-        f_mem = np.minimum((c.req_mem[nodes] + r.mem) / cap_mem, 1.0)
-        balanced = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
-        return (least_cpu + least_mem) // 2 + balanced
+        least = (least_cpu + least_mem) // 2
+        if self.minor >= 33 and r.cpu == 0 and r.mem == 0:
+            return least  # BalancedAllocation skips best-effort pods (PreScore returns Skip)
+        alloc_cpu, alloc_mem = c.req_cpu[nodes], c.req_mem[nodes]
+        f_cpu = np.minimum((alloc_cpu + r.cpu) / cap_cpu, 1.0)
+        f_mem = np.minimum((alloc_mem + r.mem) / cap_mem, 1.0)
+        with_pod = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
+        if self.minor < 36:
+            return least + with_pod
+        f_cpu = np.minimum(alloc_cpu / cap_cpu, 1.0)
+        f_mem = np.minimum(alloc_mem / cap_mem, 1.0)
+        without_pod = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
+        half = MAX_NODE_SCORE // 2
+        return least + half + (half + with_pod - without_pod) // 2
