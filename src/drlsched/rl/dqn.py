@@ -100,7 +100,10 @@ def train_dqn(s: DQNSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     while step < s.total_steps:
         if s.minutes is not None and time.perf_counter() - t0 > s.minutes * 60:
             break
-        eps = max(s.eps_end, s.eps_start + (s.eps_end - s.eps_start) * step / (s.eps_fraction * s.total_steps))
+        frac = step / s.total_steps
+        if s.minutes is not None:
+            frac = max(frac, (time.perf_counter() - t0) / (s.minutes * 60))
+        eps = max(s.eps_end, s.eps_start + (s.eps_end - s.eps_start) * frac / s.eps_fraction)
         with torch.no_grad():
             q, _ = net(obs_to_torch(obs))
         action = q.argmax(-1).numpy()
@@ -134,7 +137,7 @@ def train_dqn(s: DQNSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), 10.0)
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         if since_target >= s.target_every:
             target.load_state_dict(net.state_dict())
             since_target = 0

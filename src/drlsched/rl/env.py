@@ -11,7 +11,7 @@ evaluation seeds are below TRAIN_SEED_BASE, so training never sees an evaluation
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ class EnvConfig:
     expert: str | None = None  # a baseline whose choice is put in info["expert_action"] (behaviour cloning)
     workload_seeds: tuple[int, int] = (TRAIN_SEED_BASE, 2**31)  # [low, high) of the drawn workload seeds
     allow_unschedulable: bool = True
+    invalid_penalty: float = 1.0  # reward cost of a masked action (the pod is left pending)
+    workload_fn: Callable[[int], Workload] | None = None  # a custom workload for a seed (overrides the scenario)
 
 
 class _Driven(Policy):
@@ -88,6 +90,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
 
     def _workload(self, seed: int) -> Workload:
         c = self.cfg
+        if c.workload_fn is not None:
+            return c.workload_fn(seed)
         return make_scenario(c.scenario, nodes=c.nodes, duration=c.duration_s, load=c.load, seed=seed)
 
     # --- Gymnasium API ----------------------------------------------------------------------------------------
@@ -124,11 +128,14 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.ctx is None:
             raise RuntimeError("step() called on a finished episode; call reset()")
         a = int(action)
-        if not (0 <= a < self.obs["action_mask"].size) or not self.obs["action_mask"][a]:
-            raise ValueError(f"action {a} is masked out (infeasible node or GPU option)")
-        self.ctx = self._advance(decision_for(a, self.ctx))
+        # A masked action is what a failed bind is in Kubernetes: the pod goes back to the queue (and the agent
+        # pays `invalid_penalty`). Masked agents never take one; the Gymnasium checker's random actions do.
+        invalid = not (0 <= a < self.obs["action_mask"].size) or not self.obs["action_mask"][a]
+        self.ctx = self._advance(None if invalid else decision_for(a, self.ctx))
         self.steps += 1
         reward, terms = self.tracker.step(self.jobs_in_system)
+        if invalid:
+            reward -= self.cfg.invalid_penalty
         self.jobs_in_system = len(self.sim.jobs)  # type: ignore[union-attr]
         terminated = self.ctx is None
         truncated = not terminated and self.cfg.max_steps is not None and self.steps >= self.cfg.max_steps
@@ -138,6 +145,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
             self.obs = self.builder.observe(self.ctx)  # type: ignore[arg-type]
         info = self._info()
         info["reward_terms"] = terms
+        info["invalid_action"] = invalid
         if terminated:
             info["metrics"] = self.metrics
         return self.obs, float(reward), terminated, truncated, info

@@ -186,7 +186,10 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     for update in range(1, num_updates + 1):
         if s.minutes is not None and time.perf_counter() - t0 > s.minutes * 60:
             break
+        # Share of training done, by steps or by the wall-clock budget, whichever is further along.
         frac = (update - 1) / num_updates
+        if s.minutes is not None:
+            frac = max(frac, (time.perf_counter() - t0) / (s.minutes * 60))
         if s.anneal_lr:
             opt.param_groups[0]["lr"] = s.lr * (1.0 - frac)
         ent_coef = entropy_coef(s, frac)

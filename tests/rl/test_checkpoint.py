@@ -1,0 +1,105 @@
+"""policy.pt round-trips, and damaged, tampered or incompatible files are refused with a clear message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from drlsched.cli import main
+from drlsched.errors import UserError
+from drlsched.policies import make_policy
+from drlsched.rl.checkpoint import load_policy, save_policy
+from drlsched.rl.network import NetConfig, SchedulerNet
+from drlsched.scenarios import make_scenario
+from drlsched.simulator import SimConfig, Simulator
+
+
+def _saved(tmp_path: Path, encoder: str = "lstm") -> Path:
+    torch.manual_seed(0)
+    path = tmp_path / "run" / "policy.pt"
+    save_policy(path, SchedulerNet(NetConfig(encoder=encoder)), "ppo", {"scenario": "batch", "steps": 0})
+    return path
+
+
+def test_round_trip_gives_the_same_network(tmp_path: Path) -> None:
+    for encoder in ("lstm", "framestack"):
+        path = _saved(tmp_path, encoder)
+        torch.manual_seed(0)
+        original = SchedulerNet(NetConfig(encoder=encoder))
+        loaded, header = load_policy(path, algo="ppo")
+        assert header["net"]["encoder"] == encoder and header["meta"]["scenario"] == "batch"
+        for (k, v), (k2, v2) in zip(original.state_dict().items(), loaded.state_dict().items(), strict=True):
+            assert k == k2 and torch.equal(v, v2)
+
+
+def test_learned_policy_runs_in_the_simulator_and_is_deterministic(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    runs = []
+    for _ in range(2):
+        w = make_scenario("ml-gpu", nodes=30, duration=300.0, seed=1)
+        policy = make_policy(f"ppo:{path}")
+        assert policy.name == f"ppo:{path}"
+        runs.append(Simulator(w, policy, 1, SimConfig(allow_unschedulable=True)).run())
+    assert runs[0]["pods_scheduled"] > 0
+    keys = ("jct_p99_s", "cpu_util", "gpu_fragmentation", "pods_scheduled")
+    assert [runs[0][k] for k in keys] == [runs[1][k] for k in keys]
+
+
+def test_tampered_weights_are_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    name = next(iter(data["state"]))
+    data["state"][name] = data["state"][name] + 1e-3
+    torch.save(data, path)
+    with pytest.raises(UserError, match="sha256"):
+        load_policy(path)
+
+
+def test_tampered_metadata_is_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["meta"]["scenario"] = "ecommerce"
+    torch.save(data, path)
+    with pytest.raises(UserError, match="sha256"):
+        load_policy(path)
+
+
+def test_other_spec_version_and_garbage_are_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["obs_spec_version"] = 999
+    torch.save(data, path)
+    with pytest.raises(UserError, match="observation spec version 999"):
+        load_policy(path)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="not a readable drlsched policy"):
+        load_policy(path)
+    with pytest.raises(UserError, match="does not exist"):
+        load_policy(tmp_path / "missing.pt")
+
+
+def test_pickled_code_is_never_run(tmp_path: Path) -> None:
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "drlsched-policy", "payload": np.dtype("float64")}, path)  # needs full unpickling
+    with pytest.raises(UserError, match="not a readable"):
+        load_policy(path)
+
+
+def test_wrong_algo_prefix_is_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    with pytest.raises(UserError, match="holds a ppo policy"):
+        make_policy(f"dqn:{path}")
+
+
+def test_cli_refuses_a_tampered_policy_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["meta"]["steps"] = 10**6
+    torch.save(data, path)
+    code = main(["simulate", "--scenario", "batch", "--nodes", "4", "--duration", "10", "--quiet",
+                 "--policy", f"ppo:{path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "sha256" in err and "Traceback" not in err
