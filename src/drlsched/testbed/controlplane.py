@@ -249,13 +249,15 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
         testbed.step_seconds["nodes-ready"] = round(time.monotonic() - started, 2)
 
 
-def start_scheduler(testbed: Testbed) -> None:
-    """Starts the real kube-scheduler on a testbed that has none (e.g. once pods are queued, to time it)."""
+def start_scheduler(testbed: Testbed, config: dict[str, Any] | None = None) -> None:
+    """Starts the real kube-scheduler on a testbed that has none (e.g. once pods are queued, to time it).
+
+    `config` adds top-level KubeSchedulerConfiguration fields, e.g. `extenders` (drlsched's extender tests)."""
     if "kube-scheduler" in testbed.processes:
         raise UserError(f"the testbed in {testbed.state_dir} already has a kube-scheduler")
     d = testbed.state_dir
     kubeconfig = d / "kube-scheduler.kubeconfig"
-    (d / "scheduler.yaml").write_text(yaml.safe_dump(_scheduler_config(kubeconfig)))
+    (d / "scheduler.yaml").write_text(yaml.safe_dump({**_scheduler_config(kubeconfig), **(config or {})}))
     port = testbed.ports["scheduler"]
     args = [
         f"--config={d / 'scheduler.yaml'}",

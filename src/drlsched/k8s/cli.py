@@ -1,0 +1,118 @@
+"""`drlsched serve` (scheduler extender) and `drlsched schedule` (second scheduler)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import kubernetes
+
+from drlsched.errors import UserError
+from drlsched.policies import make_policy
+from drlsched.testbed.processes import LOOPBACK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    serve = sub.add_parser("serve", help="run the kube-scheduler extender service (filter/prioritize/bind)")
+    _policy_args(serve)
+    serve.add_argument("--host", default=LOOPBACK, help="address to listen on (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8888, help="port (default %(default)s; 0 picks a free one)")
+    serve.add_argument("--max-body-mib", type=int, default=32, help="largest request body accepted (MiB)")
+    serve.set_defaults(func=_serve)
+
+    schedule = sub.add_parser("schedule", help="run drlsched as a second scheduler (pods naming it in schedulerName)")
+    _policy_args(schedule)
+    schedule.add_argument("--scheduler-name", default="drl-scheduler", help="spec.schedulerName to serve")
+    schedule.set_defaults(func=_schedule)
+
+
+def _policy_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default="k8s-default", help="policy name, or ppo:PATH / dqn:PATH")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster to watch")
+    parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account instead")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:
+    try:
+        if kubeconfig is not None:
+            if not kubeconfig.is_file():
+                raise UserError(f"kubeconfig {kubeconfig} does not exist")
+            return kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        kubernetes.config.load_incluster_config()
+        return kubernetes.client.ApiClient()
+    except kubernetes.config.ConfigException as err:
+        raise UserError(f"cannot load the Kubernetes configuration: {err}") from None
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr, format="drlsched: %(asctime)s %(levelname)s %(message)s")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from drlsched.k8s.extender import Extender, ExtenderServer
+    from drlsched.k8s.state import ClusterState
+    from drlsched.k8s.watch import Informer
+
+    _logging(args.log_level)
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535, not {args.port}")
+    if args.max_body_mib < 1:
+        raise UserError("--max-body-mib must be at least 1")
+    policy = make_policy(args.policy)
+    state = informer = api = ready = None
+    if args.kubeconfig is not None or args.in_cluster:
+        api = api_client(args.kubeconfig)
+        state = ClusterState()
+        informer = Informer(api, state)
+        ready = threading.Event()
+    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20)
+    try:
+        server = ExtenderServer((args.host, args.port), extender)
+    except OSError as err:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {err.strerror}") from None
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    if informer is not None and ready is not None:
+        informer.start()
+        threading.Thread(target=lambda: informer.wait_synced(3600) and ready.set(), daemon=True).start()
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    logging.getLogger("drlsched.k8s").info(
+        "extender for policy %s on %s (%s)", args.policy, server.url,
+        "node cache from the API" if state is not None else "scoring the Nodes in each request")
+    print(server.url, flush=True)
+    stop.wait()
+    server.shutdown()
+    if informer is not None:
+        informer.stop()
+    return 0
+
+
+def _schedule(args: argparse.Namespace) -> int:
+    from drlsched.k8s.second_scheduler import SecondScheduler
+
+    _logging(args.log_level)
+    policy = make_policy(args.policy)
+    if args.kubeconfig is None and not args.in_cluster:
+        raise UserError("the second scheduler needs --kubeconfig PATH or --in-cluster")
+    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name)
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    scheduler.start()
+    stop.wait()
+    scheduler.stop()
+    return 0

@@ -1,0 +1,104 @@
+"""One policy object answering for the extender and the second scheduler: filter, scores 0–10, a node choice.
+
+Policies are not thread-safe (they keep an rng and, for k8s-default, a rotating start index), so every call
+holds the placer's lock and the state's; calls are short (numpy over all nodes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from drlsched.cluster import Cluster
+from drlsched.k8s.state import ClusterState
+from drlsched.policies import Option, PodContext, Policy, ScoringPolicy
+from drlsched.workload import PodSpec
+
+MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    node: str | None  # None: no node fits
+    gpus: int
+    reason: str  # why nothing fits, in kube-scheduler's words (empty when a node was chosen)
+
+
+class Placer:
+    def __init__(self, policy: Policy, seed: int = 0) -> None:
+        self.policy = policy
+        self.seed = seed
+        self.lock = threading.Lock()
+        self._cluster: Cluster | None = None
+
+    def _context(self, state: ClusterState, pod: PodSpec, names: list[str] | None) -> PodContext:
+        """Holds both locks when called. `names` restricts the candidates (None: every node)."""
+        cluster = state.cluster()
+        if cluster is not self._cluster:  # a rebuilt (or another request's) Cluster: the policy must see it
+            self.policy.reset(cluster, np.random.default_rng(self.seed))
+            self._cluster = cluster
+        mask = np.ones(cluster.size, dtype=bool) if names is None else state.mask(names)
+        options = []
+        for gpus in pod.gpu_options or (pod.gpus,):
+            r = cluster.request(pod, gpus)
+            options.append(Option(gpus, r, cluster.feasible(r) & mask))
+        return PodContext(pod, options, cluster, time.time())
+
+    def filter(self, state: ClusterState, pod: PodSpec, names: list[str]) -> tuple[list[str], dict[str, str]]:
+        """The named nodes where the pod fits by the policy's model, and a reason for each of the others."""
+        with self.lock, state.lock:
+            ctx = self._context(state, pod, names)
+            fits = np.zeros(ctx.cluster.size, dtype=bool)
+            for option in ctx.options:
+                fits |= option.feasible
+            passed, failed = [], {}
+            for name in names:
+                i = state.index.get(name)
+                if i is None:
+                    failed[name] = "node not in drlsched's cache"
+                elif fits[i]:
+                    passed.append(name)
+                else:
+                    failed[name] = "node has too little free capacity for the pod"
+            return passed, failed
+
+    def prioritize(
+        self, state: ClusterState, pod: PodSpec, names: list[str]
+    ) -> tuple[list[tuple[str, int]], str | None]:
+        """Scores 0–10 for the named nodes, and the policy's choice. The choice gets 10 and, for scoring
+        policies, the other feasible nodes 0–9 by their score: with a large enough extender weight
+        kube-scheduler places the pod where the policy says, and still ranks the rest sensibly."""
+        with self.lock, state.lock:
+            ctx = self._context(state, pod, names)
+            decision = self.policy.select(ctx)
+            scores = np.zeros(ctx.cluster.size, dtype=np.int64)
+            if decision is not None:
+                option = next(o for o in ctx.options if o.gpus == decision.gpus)
+                nodes = np.flatnonzero(option.feasible)
+                if isinstance(self.policy, ScoringPolicy) and nodes.size > 1:
+                    raw = np.nan_to_num(np.asarray(self.policy.score(ctx, option, nodes), dtype=np.float64))
+                    span = float(raw.max() - raw.min())
+                    if span > 0:
+                        scores[nodes] = np.floor((raw - raw.min()) / span * (MAX_EXTENDER_PRIORITY - 1))
+                scores[decision.node] = MAX_EXTENDER_PRIORITY
+            index = state.index
+            result = [(name, int(scores[index[name]]) if name in index else 0) for name in names]
+            chosen = ctx.cluster.names[decision.node] if decision is not None else None
+            return result, chosen
+
+    def choose(self, state: ClusterState, pod: PodSpec) -> Choice:
+        """The second scheduler's decision over every node."""
+        with self.lock, state.lock:
+            ctx = self._context(state, pod, None)
+            size = ctx.cluster.size
+            if size == 0:
+                return Choice(None, pod.gpus, "0/0 nodes are available: no nodes available to schedule pods")
+            decision = self.policy.select(ctx)
+            if decision is None:
+                r = ctx.options[0].request
+                why = ctx.cluster.infeasible_reason(r) if not ctx.cluster.fits_when_empty(r) else "no free capacity"
+                return Choice(None, pod.gpus, f"0/{size} nodes are available: {why}")
+            return Choice(ctx.cluster.names[decision.node], decision.gpus, "")

@@ -1,0 +1,244 @@
+"""drlsched as a second scheduler: pods whose spec.schedulerName names it are placed by a policy and bound.
+
+- One decision loop (policies are sequential by nature); binds and events go to a thread pool, as
+  kube-scheduler binds asynchronously. A pod is *assumed* on its node the moment it is chosen, so the next
+  decision already sees it; a failed bind forgets it again and requeues the pod.
+- Never double-binds: a pod already bound in our state is skipped, and the Binding carries the pod's UID, so
+  the apiserver refuses (409) a second binding or one for a re-created pod of the same name.
+- Never loses a pod: every pending pod of ours is in the queue until the API shows it bound or gone; after any
+  watch failure (an apiserver restart) the informer re-lists and the queue is rebuilt from that list.
+- Unschedulable pods get a FailedScheduling event and PodScheduled=False, and are retried with exponential
+  backoff (1 s doubling to 10 s: kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import itertools
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes
+
+from drlsched.k8s.placement import Placer
+from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
+from drlsched.k8s.watch import Informer
+from drlsched.policies import Policy
+from drlsched.workload import PodSpec
+
+log = logging.getLogger("drlsched.k8s")
+INITIAL_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 10.0
+_BIND_WORKERS = 16
+
+
+@dataclass
+class _Pending:
+    namespace: str
+    name: str
+    spec: PodSpec
+    attempts: int = 0
+    not_before: float = 0.0
+
+
+@dataclass
+class Stats:
+    bound: int = 0
+    bind_conflicts: int = 0  # 409s: the pod was bound already (e.g. our bind landed before a restart)
+    bind_errors: int = 0
+    unschedulable: int = 0
+    decisions: int = 0
+    latencies: list[float] = field(default_factory=list)  # seconds per decision
+
+
+class SecondScheduler:
+    def __init__(self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str) -> None:
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.name = scheduler_name
+        self.state = ClusterState()
+        self.placer = Placer(policy)
+        self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist)
+        self.stats = Stats()
+        self._pending: dict[str, _Pending] = {}
+        self._binding: set[str] = set()  # uids with a bind in flight
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=_BIND_WORKERS, thread_name_prefix="bind")
+        self._loop = threading.Thread(target=self._run, name="schedule", daemon=True)
+
+    def start(self) -> SecondScheduler:
+        self.informer.start()
+        self._loop.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.informer.stop()
+        with self._cond:
+            self._cond.notify_all()
+        self._loop.join(timeout=10)
+        self._pool.shutdown(wait=True)
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    # --- queue, fed by the informer ------------------------------------------------------------------------
+
+    def _ours_and_pending(self, obj: dict[str, Any]) -> bool:
+        spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        return (
+            spec.get("schedulerName") == self.name
+            and not spec.get("nodeName")
+            and phase not in TERMINAL_PHASES
+            and not meta.get("deletionTimestamp")
+        )
+
+    def _on_relist(self) -> None:
+        with self._cond:
+            self._pending.clear()  # rebuilt from the list that follows: the API's truth after a gap
+
+    def _on_pod(self, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid")
+        if not uid:
+            return
+        with self._cond:
+            if event != "DELETED" and self._ours_and_pending(obj):
+                if uid not in self._pending and uid not in self._binding and self.state.pod_node(uid) is None:
+                    try:
+                        spec = pod_spec(obj)
+                    except ObjectError as err:
+                        log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), err)
+                        return
+                    self._pending[uid] = _Pending(meta.get("namespace", "default"), meta["name"], spec)
+                    self._cond.notify()
+            else:
+                self._pending.pop(uid, None)
+
+    # --- the decision loop ---------------------------------------------------------------------------------
+
+    def _ready(self) -> list[tuple[str, _Pending]]:
+        """Pods due now, highest priority first (then oldest); waits while there are none."""
+        with self._cond:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                due = [(uid, p) for uid, p in self._pending.items() if p.not_before <= now]
+                if due and self.informer.is_synced():
+                    for uid, _ in due:
+                        del self._pending[uid]
+                    self._binding.update(uid for uid, _ in due)
+                    order = itertools.count()
+                    heap = [(-p.spec.priority, next(order), uid, p) for uid, p in due]
+                    heapq.heapify(heap)
+                    return [(uid, p) for *_, uid, p in (heapq.heappop(heap) for _ in range(len(heap)))]
+                wake = min((p.not_before for p in self._pending.values()), default=now + 1.0)
+                self._cond.wait(timeout=max(0.01, min(wake - now, 1.0)))
+            return []
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            for uid, pending in self._ready():
+                started = time.perf_counter()
+                choice = self.placer.choose(self.state, pending.spec)
+                self.stats.decisions += 1
+                self.stats.latencies.append(time.perf_counter() - started)
+                if choice.node is None:
+                    self.stats.unschedulable += 1
+                    self._pool.submit(self._unschedulable, pending, choice.reason)
+                    self._requeue(uid, pending)
+                    continue
+                self.state.assume(pending.spec, choice.node)
+                self._pool.submit(self._bind, uid, pending, choice.node)
+
+    def _requeue(self, uid: str, pending: _Pending) -> None:
+        pending.attempts += 1
+        pending.not_before = time.monotonic() + min(INITIAL_BACKOFF_S * 2 ** (pending.attempts - 1), MAX_BACKOFF_S)
+        with self._cond:
+            self._binding.discard(uid)
+            self._pending[uid] = pending
+            self._cond.notify()
+
+    # --- API writes (thread pool) --------------------------------------------------------------------------
+
+    def _bind(self, uid: str, pending: _Pending, node: str) -> None:
+        body = {
+            "metadata": {"name": pending.name, "namespace": pending.namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            # A raw response: the client cannot parse the Status the apiserver answers with (reference §3).
+            response = self.core.create_namespaced_pod_binding(
+                pending.name, pending.namespace, body, _preload_content=False, _request_timeout=(5, 30)
+            )
+            response.release_conn()
+        except kubernetes.client.ApiException as err:
+            self._bind_failed(uid, pending, node, err)
+            return
+        except Exception as err:  # connection errors: the pod may or may not be bound
+            self._bind_failed(uid, pending, node, err)
+            return
+        with self._cond:
+            self._binding.discard(uid)
+        self.stats.bound += 1
+        self._event(pending, uid, "Normal", "Scheduled", f"Successfully assigned {pending.namespace}/"
+                    f"{pending.name} to {node}")
+
+    def _bind_failed(self, uid: str, pending: _Pending, node: str, err: Exception) -> None:
+        status = getattr(err, "status", None)
+        if status == 409:
+            # Already bound (our own earlier bind whose answer was lost) or a different pod now: the watch
+            # tells which; either way binding again would be wrong.
+            self.stats.bind_conflicts += 1
+            with self._cond:
+                self._binding.discard(uid)
+            return
+        if status == 404:  # deleted meanwhile
+            self.state.delete_pod(uid)
+            with self._cond:
+                self._binding.discard(uid)
+            return
+        self.stats.bind_errors += 1
+        log.warning("binding %s/%s to %s failed (%s); retrying", pending.namespace, pending.name, node,
+                    getattr(err, "reason", None) or type(err).__name__)
+        self.state.delete_pod(uid)
+        self._requeue(uid, pending)
+
+    def _unschedulable(self, pending: _Pending, reason: str) -> None:
+        uid = pending.spec.uid
+        self._event(pending, uid, "Warning", "FailedScheduling", reason)
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason,
+                     "lastTransitionTime": _now()}
+        try:
+            self.core.patch_namespaced_pod_status(
+                pending.name, pending.namespace, {"status": {"conditions": [condition]}},
+                _preload_content=False, _request_timeout=(5, 30),
+            ).release_conn()
+        except Exception as err:  # a status we could not write is retried with the pod
+            log.info("could not mark %s/%s unschedulable: %s", pending.namespace, pending.name, err)
+
+    def _event(self, pending: _Pending, uid: str, kind: str, reason: str, message: str) -> None:
+        now = _now()
+        body = {
+            "metadata": {"generateName": f"{pending.name}.", "namespace": pending.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pending.name,
+                               "namespace": pending.namespace, "uid": uid},
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": self.name}, "reportingComponent": self.name, "reportingInstance": self.name,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(pending.namespace, body, _preload_content=False,
+                                              _request_timeout=(5, 30)).release_conn()
+        except Exception as err:  # events are best effort, as in kube-scheduler
+            log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

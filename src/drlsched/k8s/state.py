@@ -1,0 +1,305 @@
+"""Cluster state from Kubernetes API objects: Node and Pod JSON → NodeSpec / PodSpec → the simulator's Cluster.
+
+The same `Cluster` the simulator uses, so every policy serves the simulator, the extender and the second
+scheduler unchanged. `ClusterState` is a watch-fed cache: node changes rebuild the arrays (rare), pod changes
+allocate or release one pod in place (every scheduling cycle).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from drlsched.cluster import Cluster, PodRequest
+from drlsched.k8s import quantity
+from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
+from drlsched.workload import NodeSpec, PodSpec
+
+# GPU feature discovery's label, for real clusters that lack drlsched's own.
+GFD_MODEL_LABEL = "nvidia.com/gpu.product"
+JOB_LABEL = "drlsched.io/job"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+log = logging.getLogger("drlsched.k8s")
+
+
+class ObjectError(ValueError):
+    """An API object that lacks or mistypes a field drlsched needs."""
+
+
+def _dict(obj: Any, where: str) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise ObjectError(f"{where} must be an object")
+    return obj
+
+
+def _list(obj: Any, where: str) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise ObjectError(f"{where} must be a list")
+    return obj
+
+
+def _name(obj: dict[str, Any], what: str) -> str:
+    name = _dict(obj.get("metadata"), f"{what}.metadata").get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError(f"{what}.metadata.name must be a non-empty string")
+    return name
+
+
+def node_spec(node: dict[str, Any]) -> NodeSpec:
+    """A Node's allocatable resources, GPU model, rack and blocking taints."""
+    if not isinstance(node, dict):
+        raise ObjectError("node must be an object")
+    name = _name(node, "node")
+    meta = _dict(node.get("metadata"), "node.metadata")
+    labels = _dict(meta.get("labels"), "node.metadata.labels")
+    alloc = _dict(_dict(node.get("status"), "node.status").get("allocatable"), "node.status.allocatable")
+    spec = _dict(node.get("spec"), "node.spec")
+    taints = tuple(
+        sorted(
+            str(_dict(t, "node.spec.taints[]").get("key", ""))
+            for t in _list(spec.get("taints"), "node.spec.taints")
+            if _dict(t, "node.spec.taints[]").get("effect") in _BLOCKING_EFFECTS
+        )
+    )
+    try:
+        gpus = quantity.count(alloc.get(GPU_RESOURCE, 0))
+        return NodeSpec(
+            name=name,
+            cpu_m=quantity.milli_cpu(alloc.get("cpu", 0)),
+            mem_mib=quantity.mebibytes(alloc.get("memory", 0)),
+            gpus=gpus,
+            gpu_model=str(labels.get(GPU_MODEL_LABEL) or labels.get(GFD_MODEL_LABEL) or ("GPU" if gpus else "")),
+            rack=str(labels.get(RACK_LABEL, "rack-0")),
+            taints=taints,
+            max_pods=quantity.count(alloc.get("pods", 110)),
+        )
+    except quantity.QuantityError as err:
+        raise ObjectError(f"node {name}: {err}") from None
+
+
+def _requests(container: Any, where: str) -> dict[str, Any]:
+    resources = _dict(_dict(container, where).get("resources"), f"{where}.resources")
+    # The apiserver defaults missing requests to the limits; objects in extender requests are already defaulted,
+    # but objects built by hand may carry limits only (as GPUs must).
+    limits = _dict(resources.get("limits"), f"{where}.resources.limits")
+    return {**limits, **_dict(resources.get("requests"), f"{where}.resources.requests")}
+
+
+def pod_spec(pod: dict[str, Any]) -> PodSpec:
+    """A Pod's effective request (containers summed, init containers' max, overhead), GPU and model needs."""
+    if not isinstance(pod, dict):
+        raise ObjectError("pod must be an object")
+    name = _name(pod, "pod")
+    meta = _dict(pod.get("metadata"), "pod.metadata")
+    spec = _dict(pod.get("spec"), "pod.spec")
+    labels = _dict(meta.get("labels"), "pod.metadata.labels")
+    totals = {"cpu": 0.0, "memory": 0.0, GPU_RESOURCE: 0.0}
+    init_max = dict(totals)
+    try:
+        for c in _list(spec.get("containers"), "pod.spec.containers"):
+            req = _requests(c, "pod.spec.containers[]")
+            for key in totals:
+                totals[key] += quantity.parse(req.get(key, 0))
+        for c in _list(spec.get("initContainers"), "pod.spec.initContainers"):
+            req = _requests(c, "pod.spec.initContainers[]")
+            for key in init_max:
+                init_max[key] = max(init_max[key], quantity.parse(req.get(key, 0)))
+        overhead = _dict(spec.get("overhead"), "pod.spec.overhead")
+        effective = {k: max(totals[k], init_max[k]) + quantity.parse(overhead.get(k, 0)) for k in totals}
+        cpu_m = quantity.milli_cpu(effective["cpu"])
+        mem_mib = quantity.mebibytes(effective["memory"])
+        gpus = quantity.count(effective[GPU_RESOURCE])
+    except quantity.QuantityError as err:
+        raise ObjectError(f"pod {name}: {err}") from None
+    selector = _dict(spec.get("nodeSelector"), "pod.spec.nodeSelector")
+    model = selector.get(GPU_MODEL_LABEL) or selector.get(GFD_MODEL_LABEL)
+    tolerations = tuple(
+        str(t.get("key", ""))
+        for t in (_dict(t, "pod.spec.tolerations[]") for t in _list(spec.get("tolerations"), "pod.spec.tolerations"))
+        if t.get("effect") in (None, "", *_BLOCKING_EFFECTS)
+    )
+    priority = spec.get("priority", 0)
+    uid = meta.get("uid")
+    namespace = meta.get("namespace", "default")
+    return PodSpec(
+        uid=str(uid) if uid else f"{namespace}/{name}",
+        job_id=str(labels.get(JOB_LABEL) or name),
+        arrival_s=0.0,
+        cpu_m=cpu_m,
+        mem_mib=mem_mib,
+        gpus=gpus,
+        gpu_milli=1000 if gpus else 0,
+        gpu_models=(str(model),) if model else (),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        tolerations=tolerations,
+    )
+
+
+def build_cluster(nodes: list[NodeSpec]) -> tuple[Cluster, dict[str, int]]:
+    """A Cluster over nodes sorted by name (a stable order: first-fit means the lowest name) and its index."""
+    ordered = sorted(nodes, key=lambda n: n.name)
+    return Cluster(ordered), {n.name: i for i, n in enumerate(ordered)}
+
+
+@dataclass(slots=True)
+class _Bound:
+    node: str
+    spec: PodSpec
+    confirmed: bool  # seen bound in the API (not only assumed by our own scheduler)
+    placed: tuple[int, PodRequest, tuple[int, ...]] | None = None  # node index, request, GPU ids once allocated
+
+
+class ClusterState:
+    """Nodes and the pods bound to them, as a Cluster kept current by watch events (thread-safe via `lock`).
+
+    Pods are "assumed" when a scheduler binds them (`assume`) so the next decision sees them before the watch
+    event arrives; the event for the same node is then a no-op.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._nodes: dict[str, NodeSpec] = {}
+        self._pods: dict[str, _Bound] = {}
+        self._cluster: Cluster | None = None
+        self.index: dict[str, int] = {}
+        self.generation = 0  # bumped on every rebuild: policies must be reset on a new Cluster
+
+    # --- events -------------------------------------------------------------------------------------------
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        spec = node_spec(node)
+        with self.lock:
+            if self._nodes.get(spec.name) != spec:
+                self._nodes[spec.name] = spec
+                self._cluster = None
+
+    def delete_node(self, name: str) -> None:
+        with self.lock:
+            if self._nodes.pop(name, None) is not None:
+                self._cluster = None
+
+    def set_pod(self, pod: dict[str, Any]) -> None:
+        """A pod seen by a watch: bound and not finished pods hold resources; others hold none."""
+        spec = pod_spec(pod)
+        node = _dict(pod.get("spec"), "pod.spec").get("nodeName")
+        phase = _dict(pod.get("status"), "pod.status").get("phase")
+        deleting = _dict(pod.get("metadata"), "pod.metadata").get("deletionTimestamp")
+        with self.lock:
+            if phase in TERMINAL_PHASES or deleting:
+                self.delete_pod(spec.uid)
+            elif node:
+                self._hold(spec, str(node), confirmed=True)
+            elif (held := self._pods.get(spec.uid)) is not None and held.confirmed:
+                self.delete_pod(spec.uid)
+            # else: unbound, or assumed by us with the bind still on its way: the watch has not caught up
+
+    def assume(self, spec: PodSpec, node: str) -> None:
+        """Our scheduler chose `node`: count the pod there until the API confirms it or `delete_pod` forgets it."""
+        with self.lock:
+            self._hold(spec, node, confirmed=False)
+
+    def _hold(self, spec: PodSpec, node: str, confirmed: bool) -> None:
+        held = self._pods.get(spec.uid)
+        if held is not None and held.node == node:
+            held.confirmed = held.confirmed or confirmed
+            return
+        if held is not None:
+            self._release(held)
+        bound = _Bound(node, spec, confirmed)
+        self._pods[spec.uid] = bound
+        if self._cluster is not None:
+            self._allocate(bound)
+
+    def delete_pod(self, uid: str) -> None:
+        with self.lock:
+            held = self._pods.pop(uid, None)
+            if held is not None:
+                self._release(held)
+
+    def replace_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """The result of a fresh list: nodes not in it are gone (used when a watch has to start over)."""
+        with self.lock:
+            self._nodes = {}
+            self._cluster = None
+            for node in nodes:
+                _skip_unusable(self.set_node, node)
+
+    def replace_pods(self, pods: list[dict[str, Any]]) -> None:
+        """Like replace_nodes; our own assumptions stay (their binds are in flight, and resolve them)."""
+        with self.lock:
+            for uid, held in list(self._pods.items()):
+                if held.confirmed:
+                    self._release(held)
+                    del self._pods[uid]
+            for pod in pods:
+                _skip_unusable(self.set_pod, pod)
+
+    def counts(self) -> tuple[int, int]:
+        """Nodes and pods holding resources."""
+        with self.lock:
+            return len(self._nodes), len(self._pods)
+
+    # --- reads --------------------------------------------------------------------------------------------
+
+    def cluster(self) -> Cluster:
+        """The current Cluster (rebuilt after node changes; hold `lock` while using it)."""
+        with self.lock:
+            if self._cluster is None:
+                self._cluster, self.index = build_cluster(list(self._nodes.values()))
+                self.generation += 1
+                for bound in self._pods.values():
+                    bound.placed = None
+                    self._allocate(bound)
+            return self._cluster
+
+    def node_names(self) -> list[str]:
+        with self.lock:
+            return sorted(self._nodes)
+
+    def pod_node(self, uid: str) -> str | None:
+        with self.lock:
+            held = self._pods.get(uid)
+            return held.node if held else None
+
+    def mask(self, names: list[str]) -> np.ndarray:
+        """bool[N]: the named nodes of the current Cluster (unknown names are left out)."""
+        cluster = self.cluster()
+        mask = np.zeros(cluster.size, dtype=bool)
+        index = self.index
+        mask[[index[n] for n in names if n in index]] = True
+        return mask
+
+    # --- bookkeeping --------------------------------------------------------------------------------------
+
+    def _allocate(self, bound: _Bound) -> None:
+        assert self._cluster is not None
+        i = self.index.get(bound.node)
+        if i is None:
+            return  # bound to a node we have not seen (yet): counted once the node arrives and forces a rebuild
+        r = self._cluster.request(bound.spec)
+        gpu_ids = self._cluster.pick_gpus(i, r)
+        self._cluster.allocate(i, r, gpu_ids)
+        bound.placed = (i, r, gpu_ids)
+
+    def _release(self, bound: _Bound) -> None:
+        if self._cluster is not None and bound.placed is not None:
+            self._cluster.release(*bound.placed)
+        bound.placed = None
+
+
+def _skip_unusable(apply: Callable[[dict[str, Any]], None], obj: dict[str, Any]) -> None:
+    """One bad object in a list is logged and left out rather than failing the whole list."""
+    try:
+        apply(obj)
+    except ObjectError as err:
+        log.warning("ignoring an unusable object: %s", err)
