@@ -10,9 +10,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-import kubernetes
-
 from drlsched.errors import UserError
+from drlsched.k8s.client import api_client
 from drlsched.policies import make_policy
 from drlsched.testbed.processes import LOOPBACK
 
@@ -36,18 +35,6 @@ def _policy_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster to watch")
     parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account instead")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-
-
-def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:
-    try:
-        if kubeconfig is not None:
-            if not kubeconfig.is_file():
-                raise UserError(f"kubeconfig {kubeconfig} does not exist")
-            return kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        kubernetes.config.load_incluster_config()
-        return kubernetes.client.ApiClient()
-    except kubernetes.config.ConfigException as err:
-        raise UserError(f"cannot load the Kubernetes configuration: {err}") from None
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

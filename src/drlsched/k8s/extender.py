@@ -22,6 +22,7 @@ import kubernetes
 
 from drlsched import __version__
 from drlsched.k8s import prom, wire
+from drlsched.k8s.client import call_raw
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.state import ClusterState, ObjectError
 from drlsched.policies import Policy
@@ -126,8 +127,8 @@ class Extender:
         meta = {"name": ref.name, "namespace": ref.namespace, **({"uid": ref.uid} if ref.uid else {})}
         body = {"metadata": meta, "target": {"apiVersion": "v1", "kind": "Node", "name": args.node}}
         try:
-            # A raw response: the client cannot parse the Status the apiserver answers with (reference §3).
-            self.core.create_namespaced_pod_binding(ref.name, ref.namespace, body, _preload_content=False)
+            # Raw: the client cannot parse the Status the apiserver answers with (reference §3).
+            call_raw(self.core.create_namespaced_pod_binding, ref.name, ref.namespace, body)
         except kubernetes.client.ApiException as err:
             return {"Error": f"binding {ref.namespace}/{ref.name} to {args.node}: {err.status} {err.reason}"}
         return {"Error": ""}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import itertools
+import json
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import kubernetes
 
+from drlsched.k8s.client import call_raw
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
@@ -173,15 +175,9 @@ class SecondScheduler:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            # A raw response: the client cannot parse the Status the apiserver answers with (reference §3).
-            response = self.core.create_namespaced_pod_binding(
-                pending.name, pending.namespace, body, _preload_content=False, _request_timeout=(5, 30)
-            )
-            response.release_conn()
-        except kubernetes.client.ApiException as err:
-            self._bind_failed(uid, pending, node, err)
-            return
-        except Exception as err:  # connection errors: the pod may or may not be bound
+            # Raw: the client cannot parse the Status the apiserver answers with (reference §3).
+            call_raw(self.core.create_namespaced_pod_binding, pending.name, pending.namespace, body)
+        except Exception as err:  # ApiException, or a connection error: the pod may or may not be bound
             self._bind_failed(uid, pending, node, err)
             return
         with self._cond:
@@ -193,11 +189,12 @@ class SecondScheduler:
     def _bind_failed(self, uid: str, pending: _Pending, node: str, err: Exception) -> None:
         status = getattr(err, "status", None)
         if status == 409:
-            # Already bound (our own earlier bind whose answer was lost) or a different pod now: the watch
-            # tells which; either way binding again would be wrong.
+            # Already bound: by our own earlier bind whose answer was lost (then this is its success), or by
+            # someone else. Binding again would be wrong either way; the watch brings the truth.
             self.stats.bind_conflicts += 1
             with self._cond:
                 self._binding.discard(uid)
+            self._report_earlier_bind(uid, pending)
             return
         if status == 404:  # deleted meanwhile
             self.state.delete_pod(uid)
@@ -210,16 +207,27 @@ class SecondScheduler:
         self.state.delete_pod(uid)
         self._requeue(uid, pending)
 
+    def _report_earlier_bind(self, uid: str, pending: _Pending) -> None:
+        """After a 409: if the pod is bound by a bind of ours whose answer was lost, record its event now."""
+        try:
+            pod = json.loads(call_raw(self.core.read_namespaced_pod, pending.name, pending.namespace))
+        except Exception as err:  # the watch settles the state; only the event would be missing
+            log.info("could not read %s/%s after a conflict: %s", pending.namespace, pending.name, err)
+            return
+        node = pod.get("spec", {}).get("nodeName")
+        if pod.get("metadata", {}).get("uid") == uid and node and node == self.state.pod_node(uid):
+            self.stats.bound += 1
+            self._event(pending, uid, "Normal", "Scheduled",
+                        f"Successfully assigned {pending.namespace}/{pending.name} to {node}")
+
     def _unschedulable(self, pending: _Pending, reason: str) -> None:
         uid = pending.spec.uid
         self._event(pending, uid, "Warning", "FailedScheduling", reason)
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason,
                      "lastTransitionTime": _now()}
         try:
-            self.core.patch_namespaced_pod_status(
-                pending.name, pending.namespace, {"status": {"conditions": [condition]}},
-                _preload_content=False, _request_timeout=(5, 30),
-            ).release_conn()
+            call_raw(self.core.patch_namespaced_pod_status, pending.name, pending.namespace,
+                     {"status": {"conditions": [condition]}})
         except Exception as err:  # a status we could not write is retried with the pod
             log.info("could not mark %s/%s unschedulable: %s", pending.namespace, pending.name, err)
 
@@ -234,8 +242,7 @@ class SecondScheduler:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            self.core.create_namespaced_event(pending.namespace, body, _preload_content=False,
-                                              _request_timeout=(5, 30)).release_conn()
+            call_raw(self.core.create_namespaced_event, pending.namespace, body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
 

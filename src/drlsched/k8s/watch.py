@@ -17,6 +17,7 @@ from typing import Any
 import kubernetes
 from kubernetes.watch.watch import iter_resp_lines
 
+from drlsched.k8s.client import call_raw
 from drlsched.k8s.state import ClusterState, ObjectError
 
 log = logging.getLogger("drlsched.k8s")
@@ -79,8 +80,7 @@ class Informer:
 
     def _list(self, kind: str) -> str:
         lister = self.core.list_node if kind == "nodes" else self.core.list_pod_for_all_namespaces
-        response = lister(_preload_content=False, _request_timeout=(5, 60))
-        data = json.loads(response.data)
+        data = json.loads(call_raw(lister))
         items = data.get("items") or []
         if kind == "nodes":
             self.state.replace_nodes(items)
