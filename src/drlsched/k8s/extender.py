@@ -71,6 +71,11 @@ class Extender:
     def _counts(self) -> tuple[int, int]:
         return self.state.counts() if self.state is not None else (0, 0)
 
+    def refused(self, verb: str, status: int, kind: str) -> None:
+        """Counts a request the HTTP layer refused before `handle` (too large, unframed)."""
+        self.requests.inc(verb=_label(verb), code=str(int(status)))
+        self.errors.inc(verb=_label(verb), kind=kind)
+
     def is_ready(self) -> bool:
         return self.ready is None or self.ready.is_set()
 
@@ -147,21 +152,24 @@ class _Handler(BaseHTTPRequestHandler):
         verb = self.path.strip("/").split("?", 1)[0]
         length_header = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding") or length_header is None:
-            self._send(HTTPStatus.LENGTH_REQUIRED, {"Error": "a Content-Length body is required"}, close=True)
+            self._refuse(verb, HTTPStatus.LENGTH_REQUIRED, "unframed", "a Content-Length body is required")
             return
         try:
             length = int(length_header)
         except ValueError:
-            self._send(HTTPStatus.BAD_REQUEST, {"Error": "Content-Length is not a number"}, close=True)
+            self._refuse(verb, HTTPStatus.BAD_REQUEST, "bad_request", "Content-Length is not a number")
             return
         if length < 0 or length > extender.max_body:
-            extender.errors.inc(verb=_label(verb), kind="too_large")
-            self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                       {"Error": f"body of {length} bytes exceeds the limit of {extender.max_body}"}, close=True)
+            self._refuse(verb, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large",
+                         f"body of {length} bytes exceeds the limit of {extender.max_body}")
             return
         body = self.rfile.read(length)
         status, payload = extender.handle(verb, body)
         self._send(status, payload)
+
+    def _refuse(self, verb: str, status: int, kind: str, message: str) -> None:
+        self.server.extender.refused(verb, status, kind)
+        self._send(status, {"Error": message}, close=True)
 
     def do_GET(self) -> None:
         extender = self.server.extender

@@ -14,6 +14,8 @@ _FACTOR = {
     "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
 }
 _MIB = 2.0**20
+# Converted values stay below this so sums over thousands of nodes fit the Cluster's int64 arrays.
+LIMIT = 2**50
 
 
 class QuantityError(ValueError):
@@ -42,16 +44,22 @@ def parse(value: object) -> float:
     return number
 
 
+def _bounded(number: float, value: object, limit: int = LIMIT) -> int:
+    if number > limit:
+        raise QuantityError(f"quantity too large: {str(value)[:40]!r}")
+    return int(number)
+
+
 def milli_cpu(value: object) -> int:
     """CPU in millicores, rounded up as Kubernetes does."""
-    return math.ceil(parse(value) * 1000 - 1e-9)
+    return _bounded(math.ceil(parse(value) * 1000 - 1e-9), value)
 
 
 def mebibytes(value: object) -> int:
     """Memory in MiB, rounded up (a 1-byte request still occupies memory)."""
-    return math.ceil(parse(value) / _MIB - 1e-9)
+    return _bounded(math.ceil(parse(value) / _MIB - 1e-9), value)
 
 
-def count(value: object) -> int:
+def count(value: object, limit: int = LIMIT) -> int:
     """An integer resource such as pods or nvidia.com/gpu."""
-    return math.floor(parse(value) + 1e-9)
+    return _bounded(math.floor(parse(value) + 1e-9), value, limit)

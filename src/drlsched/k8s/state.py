@@ -25,6 +25,7 @@ GFD_MODEL_LABEL = "nvidia.com/gpu.product"
 JOB_LABEL = "drlsched.io/job"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+MAX_GPUS = 256  # per node or pod: the Cluster keeps one column per GPU slot
 log = logging.getLogger("drlsched.k8s")
 
 
@@ -72,7 +73,7 @@ def node_spec(node: dict[str, Any]) -> NodeSpec:
         )
     )
     try:
-        gpus = quantity.count(alloc.get(GPU_RESOURCE, 0))
+        gpus = quantity.count(alloc.get(GPU_RESOURCE, 0), MAX_GPUS)
         return NodeSpec(
             name=name,
             cpu_m=quantity.milli_cpu(alloc.get("cpu", 0)),
@@ -118,7 +119,7 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
         effective = {k: max(totals[k], init_max[k]) + quantity.parse(overhead.get(k, 0)) for k in totals}
         cpu_m = quantity.milli_cpu(effective["cpu"])
         mem_mib = quantity.mebibytes(effective["memory"])
-        gpus = quantity.count(effective[GPU_RESOURCE])
+        gpus = quantity.count(effective[GPU_RESOURCE], MAX_GPUS)
     except quantity.QuantityError as err:
         raise ObjectError(f"pod {name}: {err}") from None
     selector = _dict(spec.get("nodeSelector"), "pod.spec.nodeSelector")
@@ -178,6 +179,9 @@ class ClusterState:
 
     def set_node(self, node: dict[str, Any]) -> None:
         spec = node_spec(node)
+        if spec.cpu_m == 0 or spec.mem_mib == 0:  # can host nothing, and scorers divide by capacity
+            self.delete_node(spec.name)
+            return
         with self.lock:
             if self._nodes.get(spec.name) != spec:
                 self._nodes[spec.name] = spec
