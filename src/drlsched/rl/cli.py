@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import math
+import resource
 import sys
 import time
 from pathlib import Path
@@ -71,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="PPO: behaviour-cloning warm start from k8s-default over this many decisions (default 0)")
     p.add_argument("--shared-workload", type=_positive_int, default=1, metavar="K",
                    help="PPO: groups of K envs replay the same workloads, with a per-group baseline (default 1)")
+    p.add_argument("--gamma", type=_positive_float, default=0.99, help="discount factor (default 0.99)")
     p.add_argument("--resume", action="store_true", help="continue from the weights in DIR/policy.pt")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -134,22 +136,27 @@ def cmd_train(args: argparse.Namespace) -> int:
             from drlsched.rl.ppo import PPOSettings, settings_dict, train_ppo
 
             settings = PPOSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
-                                   bc_steps=args.bc_steps, shared_workload=args.shared_workload)
+                                   bc_steps=args.bc_steps, shared_workload=args.shared_workload,
+                                   gamma=args.gamma)
             net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar)
         else:
             from drlsched.rl.dqn import DQNSettings, settings_dict, train_dqn  # type: ignore[assignment]
 
-            settings = DQNSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed)
+            settings = DQNSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
+                                   gamma=args.gamma)
             net, rows = train_dqn(settings, env_cfg, net_cfg, net=net, on_log=checkpoint, progress=bar)
     finally:
         bar.close()
     wall = time.perf_counter() - t0
     trained = int(rows[-1]["step"]) if rows else 0
-    meta.update({"steps": done_before + trained, "settings": settings_dict(settings), "wall_s": wall})
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    meta.update({"steps": done_before + trained, "settings": settings_dict(settings), "wall_s": wall,
+                 "peak_rss_mib": round(peak_mib)})
     digest = save_policy(out / "policy.pt", net, args.algo, meta)
     write_curve(out, rows)
     summary = {"policy": str(out / "policy.pt"), "sha256": digest, "algo": args.algo, "steps": done_before + trained,
-               "wall_s": round(wall, 2), "updates": len(rows), "final": rows[-1] if rows else {}}
+               "wall_s": round(wall, 2), "peak_rss_mib": round(peak_mib), "updates": len(rows),
+               "final": rows[-1] if rows else {}}
     (out / "train.json").write_text(json.dumps({**summary, "meta": meta}, indent=2, default=str) + "\n")
     print(f"trained {args.algo} for {trained} steps in {wall:.0f} s; wrote {out / 'policy.pt'} "
           f"(sha256 {digest[:12]}), {out / 'curve.csv'}, {out / 'curve.png'}")
