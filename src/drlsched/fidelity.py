@@ -14,37 +14,13 @@ import kubernetes
 import numpy as np
 
 from drlsched.cluster import Cluster
+from drlsched.kube_objects import node_specs
 from drlsched.policies.base import Option, PodContext
 from drlsched.policies.k8s_default import K8sDefault
-from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
 from drlsched.testbed.pods import pod_manifest
-from drlsched.workload import NodeSpec, PodSpec
+from drlsched.workload import PodSpec
 
 UNSCHEDULABLE_WAIT_S = 3.0
-
-
-def mib(quantity: str) -> int:
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
-    for suffix, factor in units.items():
-        if quantity.endswith(suffix):
-            return int(float(quantity[: -len(suffix)]) * factor)
-    return int(quantity) // (1024 * 1024)
-
-
-def millicores(quantity: str) -> int:
-    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
-
-
-def node_specs(core: kubernetes.client.CoreV1Api) -> list[NodeSpec]:
-    """The API's nodes as simulator node specs (allocatable cpu, memory, GPUs; GPU model and rack labels)."""
-    specs = []
-    for n in sorted(core.list_node().items, key=lambda n: n.metadata.name):
-        alloc = n.status.allocatable
-        labels = n.metadata.labels or {}
-        specs.append(NodeSpec(n.metadata.name, millicores(alloc["cpu"]), mib(alloc["memory"]),
-                              int(alloc.get(GPU_RESOURCE, "0")), labels.get(GPU_MODEL_LABEL, ""),
-                              labels.get(RACK_LABEL, "rack-0"), max_pods=int(alloc.get("pods", "110"))))
-    return specs
 
 
 def wait_bound(core: kubernetes.client.CoreV1Api, namespace: str, name: str, timeout_s: float = 60.0) -> str:
