@@ -26,7 +26,7 @@ from typing import Any
 
 import kubernetes
 
-from drlsched.k8s.client import call_raw
+from drlsched.k8s.client import request
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
@@ -36,7 +36,7 @@ from drlsched.workload import PodSpec
 log = logging.getLogger("drlsched.k8s")
 INITIAL_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 10.0
-_BIND_WORKERS = 16
+_BIND_WORKERS = 32
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Stats:
 
 class SecondScheduler:
     def __init__(self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str) -> None:
-        self.core = kubernetes.client.CoreV1Api(api)
+        self.api = api
         self.name = scheduler_name
         self.state = ClusterState()
         self.placer = Placer(policy)
@@ -176,7 +176,7 @@ class SecondScheduler:
         }
         try:
             # Raw: the client cannot parse the Status the apiserver answers with (reference §3).
-            call_raw(self.core.create_namespaced_pod_binding, pending.name, pending.namespace, body)
+            request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/pods/{pending.name}/binding", body)
         except Exception as err:  # ApiException, or a connection error: the pod may or may not be bound
             self._bind_failed(uid, pending, node, err)
             return
@@ -210,7 +210,7 @@ class SecondScheduler:
     def _report_earlier_bind(self, uid: str, pending: _Pending) -> None:
         """After a 409: if the pod is bound by a bind of ours whose answer was lost, record its event now."""
         try:
-            pod = json.loads(call_raw(self.core.read_namespaced_pod, pending.name, pending.namespace))
+            pod = json.loads(request(self.api, "GET", f"/api/v1/namespaces/{pending.namespace}/pods/{pending.name}"))
         except Exception as err:  # the watch settles the state; only the event would be missing
             log.info("could not read %s/%s after a conflict: %s", pending.namespace, pending.name, err)
             return
@@ -226,8 +226,8 @@ class SecondScheduler:
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason,
                      "lastTransitionTime": _now()}
         try:
-            call_raw(self.core.patch_namespaced_pod_status, pending.name, pending.namespace,
-                     {"status": {"conditions": [condition]}})
+            request(self.api, "PATCH", f"/api/v1/namespaces/{pending.namespace}/pods/{pending.name}/status",
+                    {"status": {"conditions": [condition]}}, "application/strategic-merge-patch+json")
         except Exception as err:  # a status we could not write is retried with the pod
             log.info("could not mark %s/%s unschedulable: %s", pending.namespace, pending.name, err)
 
@@ -242,7 +242,7 @@ class SecondScheduler:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            call_raw(self.core.create_namespaced_event, pending.namespace, body)
+            request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
 
