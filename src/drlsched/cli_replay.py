@@ -1,0 +1,98 @@
+"""`drlsched replay`: the same workload on a real cluster, measured with the simulator's metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from drlsched.cli_sim import _fmt, _non_negative_int, _positive_float, add_workload_arguments, workload_factory
+from drlsched.errors import UserError
+from drlsched.evaluate import to_jsonable
+from drlsched.metrics import METRIC_KEYS
+
+SCHEDULERS = {"default": "default-scheduler", "drl-extender": "default-scheduler", "drl-scheduler": "drl-scheduler"}
+
+
+def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
+    import kubernetes
+
+    if not Path(kubeconfig).is_file():
+        raise UserError(f"kubeconfig {kubeconfig} does not exist")
+    try:
+        client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+    except Exception as err:  # the client raises several unrelated types for a bad file
+        raise UserError(f"cannot load kubeconfig {kubeconfig}: {err}") from None
+    return kubernetes.client.CoreV1Api(client)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from drlsched.replay import replay
+
+    factory = workload_factory(args)
+    workload = factory(args.seed)
+    core = _api(args.kubeconfig)
+    try:
+        core.read_namespace(args.namespace)
+    except kubernetes.client.ApiException as err:
+        if err.status != 404:
+            raise UserError(f"the API at {args.kubeconfig} answered {err.status} {err.reason}") from None
+        core.create_namespace({"metadata": {"name": args.namespace}})
+    except Exception as err:  # connection refused, TLS errors: the cluster is not there
+        raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+
+    show = not args.quiet and sys.stderr.isatty()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if show and (now - last[0] > 0.5 or done == total):
+            last[0] = now
+            print(f"\rreplay: {done}/{total} pods finished", end="", file=sys.stderr, flush=True)
+
+    metrics = replay(workload, core, namespace=args.namespace, scheduler_name=SCHEDULERS[args.scheduler],
+                     speedup=args.speedup, pending_timeout_s=args.pending_timeout, progress=progress)
+    if show:
+        print(file=sys.stderr)
+    metrics["policy"] = f"real:{args.scheduler}" + (f":{args.policy}" if args.policy else "")
+    metrics["seed"] = args.seed
+    out = to_jsonable(metrics)
+    text = json.dumps(out, indent=2) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+    else:
+        try:
+            Path(args.json).write_text(text)
+        except OSError as err:
+            raise UserError(f"cannot write {args.json}: {err.strerror}") from None
+        print(f"{metrics['policy']} on {metrics['scenario']}: {metrics['pods']} pods in {metrics['wall_s']:.1f} s")
+        for key in METRIC_KEYS:
+            print(f"  {key:24s} {_fmt(metrics[key])}")
+        print(f"metrics written to {args.json}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("replay", help="replay a workload on a real cluster and compute the simulator's metrics",
+                       description="Submit the workload's pods to a real cluster at their arrival times "
+                                   "(compressed by --speedup), wait for them, and compute the same metrics as "
+                                   "the simulator from the observed timeline.")
+    add_workload_arguments(p)
+    p.add_argument("--kubeconfig", required=True, metavar="PATH", help="kubeconfig of the cluster")
+    p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="default",
+                   help="who places the pods: the cluster's kube-scheduler (default, or configured with the "
+                        "drlsched extender), or the drlsched second scheduler (schedulerName drl-scheduler)")
+    p.add_argument("--policy", metavar="NAME", help="the drlsched policy serving the extender or second scheduler "
+                                                     "(recorded in the result)")
+    p.add_argument("--speedup", type=_positive_float, default=1.0, help="time compression factor (default 1)")
+    p.add_argument("--namespace", default="drlsched-replay", help="namespace for the pods (created if missing)")
+    p.add_argument("--pending-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+                   help="stop when nothing has changed for this long after the last arrival (default 30)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="workload seed (default 0)")
+    p.add_argument("--json", required=True, metavar="FILE|-", help="write the metrics JSON here (- for stdout)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_replay)

@@ -1,0 +1,309 @@
+"""Replay a workload on a real cluster and compute the simulator's metrics from what the API shows.
+
+Pods are created at their arrival times divided by `speedup` (a DAG child when its parent tasks have finished,
+as in the simulator), with their run time (also divided) as the KWOK duration annotation and their mean usage as
+KWOK usage annotations. A watch records, on the replayer's clock, when each pod is bound, starts and succeeds;
+times are multiplied back by `speedup`, so the metrics are in workload seconds and comparable with a
+simulation of the same workload. What KWOK does not model is not invented: there is no CPU contention (batch
+pods run for their annotated time; utilisation is request × mean usage ratio while running), so the SLA counts
+pending-time violations only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import kubernetes
+
+from drlsched.cluster import Cluster
+from drlsched.errors import UserError
+from drlsched.fragmentation import ShapeCounter, fragmentation_ratio
+from drlsched.kube_objects import node_specs
+from drlsched.metrics import Accumulator, summarize
+from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, GPU_UTIL_ANNOTATION, MEMORY_USAGE_ANNOTATION
+from drlsched.testbed.pods import pod_manifest
+from drlsched.workload import PodSpec, QoS, Workload
+
+POD_LABEL = "drlsched.io/replay"
+MIN_DURATION_MS = 10
+SLA_PENDING_S = 5.0
+
+
+@dataclass
+class PodRecord:
+    spec: PodSpec
+    name: str
+    ready: float = -1.0  # replayer clock when created
+    bound: float = -1.0
+    started: float = -1.0
+    ended: float = -1.0
+    node: str = ""
+
+
+@dataclass
+class _Job:
+    tasks: dict[str, list[int]] = field(default_factory=dict)  # task -> [pods, finished]
+    waiting: list[PodRecord] = field(default_factory=list)
+
+
+def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) -> dict[str, object]:
+    spec = rec.spec
+    duration = None
+    if spec.work_s is not None:
+        duration = f"{max(MIN_DURATION_MS, round(1000 * spec.work_s / speedup))}ms"
+    annotations = {
+        CPU_USAGE_ANNOTATION: f"{max(1, round(spec.cpu_m * spec.usage_cpu))}m",
+        MEMORY_USAGE_ANNOTATION: f"{max(1, round(spec.mem_mib * spec.usage_mem))}Mi",
+        "drlsched.io/job": spec.job_id,
+    }
+    if spec.gpus:
+        annotations[GPU_UTIL_ANNOTATION] = f"{spec.usage_gpu:.3f}"
+    m = pod_manifest(rec.name, f"{spec.cpu_m}m", f"{spec.mem_mib}Mi", spec.gpus, duration, annotations,
+                     {POD_LABEL: run_id})
+    if scheduler_name != "default-scheduler":
+        m["spec"]["schedulerName"] = scheduler_name  # type: ignore[index]
+    return m
+
+
+class _Watcher(threading.Thread):
+    """Pushes (pod name, node, phase, replayer time) for every change of the run's pods."""
+
+    def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str, run_id: str, clock: Callable[[], float],
+                 out: queue.Queue) -> None:
+        super().__init__(daemon=True)
+        self.core, self.namespace, self.run_id, self.clock, self.out = core, namespace, run_id, clock, out
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        version = None
+        while not self.stop.is_set():
+            w = kubernetes.watch.Watch()
+            try:
+                kwargs = {"label_selector": f"{POD_LABEL}={self.run_id}", "timeout_seconds": 5}
+                if version:
+                    kwargs["resource_version"] = version
+                for ev in w.stream(self.core.list_namespaced_pod, self.namespace, **kwargs):
+                    pod = ev["object"]
+                    version = pod.metadata.resource_version
+                    self.out.put((pod.metadata.name, pod.spec.node_name or "", pod.status.phase, self.clock()))
+                    if self.stop.is_set():
+                        break
+            except kubernetes.client.ApiException as err:
+                if err.status == 410:  # resource version too old: list again from now
+                    version = None
+                else:
+                    time.sleep(0.2)
+            finally:
+                w.stop()
+
+
+def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: str = "default",
+           scheduler_name: str = "default-scheduler", speedup: float = 1.0, pending_timeout_s: float = 30.0,
+           progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
+    """Replay the workload's pods on the cluster behind `core`; returns the simulator's metric keys."""
+    if not (math.isfinite(speedup) and speedup > 0):
+        raise UserError(f"--speedup must be a positive number, got {speedup}")
+    cluster = Cluster(node_specs(core))
+    if not cluster.size:
+        raise UserError("the cluster has no nodes")
+    run_id = uuid.uuid4().hex[:10]
+    t0 = time.monotonic()
+
+    def clock() -> float:
+        return time.monotonic() - t0
+
+    events: queue.Queue = queue.Queue()
+    watcher = _Watcher(core, namespace, run_id, clock, events)
+    watcher.start()
+    records: dict[str, PodRecord] = {}
+    jobs: dict[str, _Job] = {}
+    seq = itertools.count()
+    pods_iter = workload.iter_pods()
+    nxt = next(pods_iter, None)
+    created = finished = 0
+
+    def task_done(job: _Job, task: str) -> bool:
+        info = job.tasks.get(task)
+        return info is None or info[1] >= info[0]  # a parent absent from the workload does not block
+
+    def create(rec: PodRecord) -> None:
+        nonlocal created
+        rec.ready = clock()
+        created += 1
+        try:
+            core.create_namespaced_pod(namespace, _manifest(rec, speedup, scheduler_name, run_id))
+        except kubernetes.client.ApiException as err:
+            raise UserError(f"the API refused pod {rec.name}: {err.status} {err.reason}") from None
+
+    def release(job: _Job) -> None:
+        still = []
+        for rec in job.waiting:
+            if all(task_done(job, p) for p in rec.spec.parents):
+                create(rec)
+            else:
+                still.append(rec)
+        job.waiting = still
+
+    try:
+        last_change = clock()
+        while True:
+            now = clock()
+            touched: dict[str, _Job] = {}
+            while nxt is not None and nxt.arrival_s / speedup <= now:
+                # Vanilla Kubernetes has no GPU sharing: a GPU share is replayed as whole GPUs.
+                spec = replace(nxt, gpu_milli=1000) if nxt.gpus else nxt
+                rec = PodRecord(spec, f"r{next(seq):06d}-{run_id}")
+                records[rec.name] = rec
+                job = touched[spec.job_id] = jobs.setdefault(spec.job_id, _Job())
+                job.tasks.setdefault(spec.task, [0, 0])[0] += 1
+                if spec.parents:
+                    job.waiting.append(rec)
+                else:
+                    create(rec)
+                nxt = next(pods_iter, None)
+            for job in touched.values():  # after the whole instant: parents arriving with a child count
+                release(job)
+            waiting = any(j.waiting for j in jobs.values())
+            if nxt is None and not waiting and finished == created:
+                break
+            if nxt is None and now - last_change > pending_timeout_s:
+                break  # nothing has moved for a while: only unschedulable pods (or their children) are left
+            wait = 0.05 if nxt is None else min(0.05, max(0.001, nxt.arrival_s / speedup - now))
+            try:
+                name, node, phase, at = events.get(timeout=wait)
+            except queue.Empty:
+                continue
+            rec = records.get(name)
+            if rec is None:
+                continue
+            last_change = at
+            if node and rec.bound < 0:
+                rec.bound, rec.node = at, node
+            if phase in ("Running", "Succeeded") and rec.started < 0:
+                rec.started = at
+            if phase in ("Succeeded", "Failed") and rec.ended < 0:
+                rec.ended = at
+                finished += 1
+                job = jobs[rec.spec.job_id]
+                job.tasks[rec.spec.task][1] += 1
+                if job.waiting:
+                    release(job)
+                if progress:
+                    progress(finished, len(records))
+    finally:
+        watcher.stop.set()
+    wall = clock()
+    metrics = _metrics(list(records.values()), cluster, speedup)
+    metrics.update({"policy": scheduler_name, "scenario": workload.name, "nodes": cluster.size,
+                    "pods": len(records), "wall_s": wall,
+                    "placements_per_s": metrics["pods_scheduled"] / wall if wall > 0 else 0.0,
+                    "source": "replay", "speedup": speedup})
+    return metrics
+
+
+def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float) -> dict[str, object]:
+    """The simulator's metrics from the observed timeline (workload seconds = replayer seconds × speedup)."""
+    acc = Accumulator()
+    bound = [r for r in records if r.bound >= 0]
+    acc.pods_arrived = len(records)
+    acc.pods_scheduled = len(bound)
+    acc.pods_unschedulable = len(records) - len(bound)
+    acc.pods_finished = sum(1 for r in records if r.ended >= 0)
+    created = [r.ready for r in records if r.ready >= 0]
+    first = min(created) if created else 0.0
+    ends = [r.ended for r in records if r.ended >= 0]
+    last = max(ends) if ends else first
+    acc.first_arrival = first * speedup
+    acc.last_finish = last * speedup
+    acc.busy_s = max(0.0, last - first) * speedup
+    index = {name: i for i, name in enumerate(cluster.names)}
+    jobs: dict[str, list[PodRecord]] = {}
+    for r in records:
+        jobs.setdefault(r.spec.job_id, []).append(r)
+        if r.bound >= 0:
+            acc.pending.append((r.bound - r.ready) * speedup)
+        if r.spec.qos == QoS.LS and r.ended >= 0:
+            acc.ls_pods += 1
+            if (r.bound - r.ready) * speedup > SLA_PENDING_S:
+                acc.ls_violations += 1
+    for pods in jobs.values():
+        if all(r.ended >= 0 for r in pods):
+            acc.jct.append((max(r.ended for r in pods) - min(r.ready for r in pods)) * speedup)
+        _job_traffic(pods, cluster, index, acc, speedup)
+    _integrate(bound, cluster, index, acc, speedup, last)
+    return summarize(acc, total_cpu=cluster.total_cpu, total_mem=cluster.total_mem,
+                     total_gpu_milli=cluster.total_gpu_milli)
+
+
+def _job_traffic(pods: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
+                 speedup: float) -> None:
+    """The simulator's traffic model on the real placements: shuffle reads from the parent tasks' nodes at start,
+    and service traffic with the job's other pods over the run time."""
+    by_task: dict[str, list[int]] = {}
+    for r in pods:
+        if r.node:
+            by_task.setdefault(r.spec.task, []).append(index[r.node])
+    placed = [index[r.node] for r in pods if r.node]
+    for r in pods:
+        if not r.node:
+            continue
+        node = index[r.node]
+        if r.spec.shuffle_in_mb > 0:
+            sources = [n for p in r.spec.parents for n in by_task.get(p, [])] if r.spec.parents else [
+                n for n in by_task.get(r.spec.task, []) if n != node]
+            if sources:
+                acc.cross_node_mb += r.spec.shuffle_in_mb * sum(1 for n in sources if n != node) / len(sources)
+        if r.spec.traffic_mbps > 0 and len(placed) > 1 and r.started >= 0:
+            remote = (len(placed) - placed.count(node)) / (len(placed) - 1)
+            run_s = ((r.ended if r.ended >= 0 else r.started) - r.started) * speedup
+            acc.cross_node_mb += r.spec.traffic_mbps * run_s / 8.0 * remote
+
+
+def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
+               speedup: float, end: float) -> None:
+    """Time integrals of allocation and emulated usage, and GPU fragmentation, replaying bind/end in order."""
+    events: list[tuple[float, int, PodRecord]] = []
+    for r in bound:
+        events.append((r.bound, 1, r))
+        events.append((r.ended if r.ended >= 0 else end, -1, r))
+    events.sort(key=lambda e: (e[0], e[1]))
+    shapes = ShapeCounter()
+    gpu_ids: dict[str, tuple[int, ...]] = {}
+    prev = events[0][0] if events else 0.0
+    alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = 0.0
+    for t, sign, r in events:
+        dt = (t - prev) * speedup
+        if dt > 0:
+            acc.cpu_alloc_s += alloc_cpu * dt
+            acc.gpu_alloc_s += alloc_gpu * dt
+            acc.cpu_use_s += use_cpu * dt
+            acc.mem_use_s += use_mem * dt
+            acc.gpu_use_s += use_gpu * dt
+            if cluster.total_gpu_milli and shapes.current is not None:
+                frag = fragmentation_ratio(cluster.gpu_free, cluster.cap_cpu - cluster.req_cpu,
+                                           cluster.node_model_bit, shapes.current)
+                acc.frag_s += frag * dt
+                acc.frag_time += dt
+        prev = t
+        spec, node = r.spec, index[r.node]
+        req = cluster.request(spec)
+        if sign > 0:
+            shapes.add(req.cpu, req.gpus, req.gpu_milli, req.model_mask)
+            ids = cluster.pick_gpus(node, req) if cluster.feasible(req)[node] else ()
+            gpu_ids[r.name] = ids
+            cluster.allocate(node, req, ids)
+        else:
+            cluster.release(node, req, gpu_ids.pop(r.name))
+        alloc_cpu += sign * spec.cpu_m
+        alloc_gpu += sign * spec.gpus * (spec.gpu_milli or 1000)
+        if r.started >= 0:  # emulated usage, counted from binding (KWOK starts pods at once)
+            use_cpu += sign * spec.cpu_m * spec.usage_cpu
+            use_mem += sign * spec.mem_mib * spec.usage_mem
+            use_gpu += sign * spec.gpus * (spec.gpu_milli or 1000) * spec.usage_gpu
