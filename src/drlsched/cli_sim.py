@@ -176,6 +176,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except OSError as err:
         raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
     factory(seeds[0]).validate_nodes()  # bad workload options fail before spawning workers
+    includes = [_load_result(Path(p)) for p in args.include or []]
     cfg = sim_config(args)
     specs = [RunSpec(p, s, factory, cfg) for s in seeds for p in policies]
     t0 = time.perf_counter()
@@ -190,6 +191,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    for included in includes:
+        runs.append({"metrics": included, "series": [], "jct": []})
+        if included["policy"] not in policies:
+            policies.append(str(included["policy"]))
     summary = aggregate(runs, policies)
     workload_name = str(runs[0]["metrics"]["scenario"]) if runs else ""  # type: ignore[index]
     meta = {"workload": workload_name, "seeds": len(seeds), "seed_list": ", ".join(map(str, seeds)),
@@ -206,6 +211,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(table_markdown(summary, policies))
     print(f"\n{len(runs)} runs in {meta['wall_s']:.1f} s; results: {out / 'results.json'}, report: {report}")
     return 0
+
+
+def _load_result(path: Path) -> dict[str, object]:
+    """A metrics JSON from `simulate --json` or `replay --json`, checked before it joins a report."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path} is not JSON: {err.msg} at line {err.lineno}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a metrics object, got {type(data).__name__}")
+    missing = [k for k in (*METRIC_KEYS, "policy", "seed", "scenario", "wall_s", "placements_per_s") if k not in data]
+    if missing:
+        raise UserError(f"{path}: not a drlsched metrics file (missing {', '.join(missing)})")
+    bad = [k for k in METRIC_KEYS if not isinstance(data[k], int | float) or isinstance(data[k], bool)]
+    if bad:
+        raise UserError(f"{path}: non-numeric {', '.join(bad)}")
+    return data
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -229,5 +253,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e.add_argument("--out", required=True, metavar="DIR", help="output directory")
     e.add_argument("--jobs", type=_positive_int, default=default_jobs(),
                    help="parallel worker processes (default: up to 2)")
+    e.add_argument("--include", nargs="+", metavar="FILE",
+                   help="metrics JSON files from `replay --json` (or `simulate --json`) to report beside the runs")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_evaluate)

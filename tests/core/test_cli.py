@@ -99,3 +99,25 @@ def test_paired_ratios_pair_by_seed():
     runs = [run("k8s-default", 0, 100.0), run("k8s-default", 1, 200.0), run("ppo", 0, 50.0), run("ppo", 1, 100.0)]
     ratio = paired_ratios(runs, ["k8s-default", "ppo"], "k8s-default")["ppo"]["jct_p99_s"]
     assert ratio == {"mean": 0.5, "ci95": 0.0, "n": 2}
+
+
+def test_evaluate_reports_included_replay_results(tmp_path):
+    common = ["--scenario", "batch", "--nodes", "5", "--duration", "60"]
+    sim = drlsched("simulate", *common, "--policy", "k8s-default", "--seed", "0", "--json", "-", "--quiet")
+    real = json.loads(sim.stdout)
+    real["policy"], real["source"] = "real:default", "replay"
+    path = tmp_path / "real.json"
+    path.write_text(json.dumps(real))
+    out = tmp_path / "out"
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(out), "--quiet",
+                   "--include", str(path))
+    assert res.returncode == 0, res.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["policies"]) == {"k8s-default", "real:default"}
+    assert results["ratio_vs_k8s-default"]["real:default"]["jct_p99_s"]["mean"] == pytest.approx(1.0)
+    assert "| real:default |" in (out / "report.md").read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"policy": "x"}')
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(out), "--quiet",
+                   "--include", str(bad))
+    assert res.returncode == 2 and "not a drlsched metrics file" in res.stderr
