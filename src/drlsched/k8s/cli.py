@@ -7,11 +7,13 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from drlsched.errors import UserError
 from drlsched.k8s.client import api_client
+from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller, PrometheusCollector
 from drlsched.policies import make_policy
 from drlsched.testbed.processes import LOOPBACK
 
@@ -35,6 +37,32 @@ def _policy_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster to watch")
     parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account instead")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    metrics = parser.add_argument_group("live metrics (load-aware policies; without any, usage is taken as zero)")
+    metrics.add_argument("--kubelet-metrics", metavar="URL",
+                         help="kubelet resource-metrics URL with {node}, e.g. kwok's "
+                              "http://127.0.0.1:PORT/metrics/nodes/{node}/metrics/resource")
+    metrics.add_argument("--prometheus", metavar="URL", help="Prometheus server (cAdvisor and DCGM series)")
+    metrics.add_argument("--metrics-interval", type=float, default=10.0, help="seconds between collections")
+    metrics.add_argument("--stale-after", type=float, default=30.0,
+                         help="seconds without a sample after which a node is scored from its requests")
+
+
+def _metrics(args: argparse.Namespace, nodes: Callable[[], list[str]]) -> tuple[MetricsStore | None, list[Poller]]:
+    """The metrics store and its pollers for the options given (none: no store)."""
+    if args.kubelet_metrics is None and args.prometheus is None:
+        return None, []
+    if args.metrics_interval <= 0 or args.stale_after <= 0:
+        raise UserError("--metrics-interval and --stale-after must be positive")
+    if args.kubelet_metrics is not None and "{node}" not in args.kubelet_metrics:
+        raise UserError("--kubelet-metrics must contain {node}, where each node's name goes")
+    store = MetricsStore(window_s=max(60.0, 3 * args.metrics_interval), stale_after_s=args.stale_after)
+    pollers = []
+    if args.kubelet_metrics is not None:
+        kubelet = KubeletCollector(lambda node: args.kubelet_metrics.replace("{node}", node))
+        pollers.append(Poller(store, lambda: kubelet.collect(nodes()), args.metrics_interval))
+    if args.prometheus is not None:
+        pollers.append(Poller(store, PrometheusCollector(args.prometheus).collect, args.metrics_interval))
+    return store, pollers
 
 
 def _stop_on_signals(stop: threading.Event) -> None:
@@ -67,13 +95,16 @@ def _serve(args: argparse.Namespace) -> int:
         state = ClusterState()
         informer = Informer(api, state)
         ready = threading.Event()
-    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20)
+    metrics, pollers = _metrics(args, state.node_names if state is not None else list)
+    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20, metrics=metrics)
     try:
         server = ExtenderServer((args.host, args.port), extender)
     except OSError as err:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {err.strerror}") from None
     stop = threading.Event()
     _stop_on_signals(stop)
+    for poller in pollers:
+        poller.start()
     if informer is not None and ready is not None:
         informer.start()
         threading.Thread(target=lambda: informer.wait_synced(3600) and ready.set(), daemon=True).start()
@@ -96,9 +127,12 @@ def _schedule(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy)
     if args.kubeconfig is None and not args.in_cluster:
         raise UserError("the second scheduler needs --kubeconfig PATH or --in-cluster")
-    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name)
+    metrics, pollers = _metrics(args, lambda: scheduler.state.node_names())
+    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name, metrics)
     stop = threading.Event()
     _stop_on_signals(stop)
+    for poller in pollers:
+        poller.start()
     scheduler.start()
     stop.wait()
     scheduler.stop()

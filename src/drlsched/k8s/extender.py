@@ -23,6 +23,7 @@ import kubernetes
 from drlsched import __version__
 from drlsched.k8s import prom, wire
 from drlsched.k8s.client import call_raw
+from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.state import ClusterState, ObjectError
 from drlsched.policies import Policy
@@ -49,10 +50,11 @@ class Extender:
         api: kubernetes.client.ApiClient | None = None,
         ready: threading.Event | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        metrics: MetricsStore | None = None,
     ) -> None:
         """`state` is the watch-fed cache (nodeCacheCapable); without it every request must carry its Nodes,
         and the cluster is taken as empty of pods (nothing tells us what runs where)."""
-        self.placer = Placer(policy)
+        self.placer = Placer(policy, metrics=metrics)
         self.state = state
         self.core = kubernetes.client.CoreV1Api(api) if api is not None else None
         self.ready = ready
@@ -62,7 +64,11 @@ class Extender:
         self.requests = reg.add(prom.Counter("drlsched_extender_requests_total", "Requests by verb and HTTP code."))
         self.decisions = reg.add(prom.Counter("drlsched_extender_decisions_total", "Prioritize calls by outcome."))
         self.errors = reg.add(prom.Counter("drlsched_extender_errors_total", "Failed requests by verb and kind."))
-        self.fallbacks = reg.add(prom.Counter("drlsched_fallbacks_total", "Decisions made without live data."))
+        if metrics is not None:
+            metrics.register(reg)
+            self.fallbacks = metrics.fallbacks
+        else:
+            self.fallbacks = reg.add(prom.Counter("drlsched_fallbacks_total", "Nodes scored from requests."))
         self.info = reg.add(prom.Gauge("drlsched_policy_info", "The serving policy and its version."))
         self.info.set(1, policy=policy_name, version=policy_version(policy_name))
         reg.add(prom.CallbackGauge("drlsched_cache_nodes", "Nodes in the watch cache.", lambda: self._counts()[0]))

@@ -6,6 +6,7 @@ holds the placer's lock and the state's; calls are short (numpy over all nodes).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drlsched.cluster import Cluster
+from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.state import ClusterState
 from drlsched.policies import Option, PodContext, Policy, ScoringPolicy
 from drlsched.workload import PodSpec
@@ -28,11 +30,17 @@ class Choice:
 
 
 class Placer:
-    def __init__(self, policy: Policy, seed: int = 0) -> None:
+    def __init__(self, policy: Policy, seed: int = 0, metrics: MetricsStore | None = None,
+                 refresh_s: float = 1.0) -> None:
+        """`metrics`: live usage for load-aware policies, applied to the Cluster at most every `refresh_s`
+        (a pass over every node); without it, usage stays zero as in a cluster without metrics."""
         self.policy = policy
         self.seed = seed
+        self.metrics = metrics
+        self.refresh_s = refresh_s
         self.lock = threading.Lock()
         self._cluster: Cluster | None = None
+        self._applied_at = -math.inf
 
     def _context(self, state: ClusterState, pod: PodSpec, names: list[str] | None) -> PodContext:
         """Holds both locks when called. `names` restricts the candidates (None: every node)."""
@@ -40,6 +48,10 @@ class Placer:
         if cluster is not self._cluster:  # a rebuilt (or another request's) Cluster: the policy must see it
             self.policy.reset(cluster, np.random.default_rng(self.seed))
             self._cluster = cluster
+            self._applied_at = -math.inf
+        if self.metrics is not None and time.monotonic() - self._applied_at >= self.refresh_s:
+            self.metrics.apply(cluster)
+            self._applied_at = time.monotonic()
         mask = np.ones(cluster.size, dtype=bool) if names is None else state.mask(names)
         options = []
         for gpus in pod.gpu_options or (pod.gpus,):

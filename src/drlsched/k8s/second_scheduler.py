@@ -27,6 +27,7 @@ from typing import Any
 import kubernetes
 
 from drlsched.k8s.client import request
+from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
@@ -59,11 +60,14 @@ class Stats:
 
 
 class SecondScheduler:
-    def __init__(self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str) -> None:
+    def __init__(
+        self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str,
+        metrics: MetricsStore | None = None,
+    ) -> None:
         self.api = api
         self.name = scheduler_name
         self.state = ClusterState()
-        self.placer = Placer(policy)
+        self.placer = Placer(policy, metrics=metrics)
         self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist)
         self.stats = Stats()
         self._pending: dict[str, _Pending] = {}
