@@ -33,3 +33,17 @@ def test_shapes_follow_the_profile_weights() -> None:
 def test_racks_hold_twenty_nodes_each() -> None:
     racks = Counter(n["metadata"]["labels"][RACK_LABEL] for n in node_manifests(45, 5, "uniform"))
     assert racks == {"rack-000": 20, "rack-001": 20, "rack-002": 5}
+
+
+def test_scenario_profile_is_the_scenarios_own_cluster() -> None:
+    from drlsched.kube_objects import mib, millicores
+    from drlsched.scenarios import make_scenario
+
+    manifests = node_manifests(12, 0, "scenario:ml-gpu")
+    specs = make_scenario("ml-gpu", nodes=12).nodes
+    assert [m["metadata"]["name"] for m in manifests] == [s.name for s in specs]
+    for m, spec in zip(manifests, specs, strict=True):
+        alloc = m["status"]["allocatable"]
+        assert millicores(alloc["cpu"]) == spec.cpu_m and mib(alloc["memory"]) == spec.mem_mib
+        assert int(alloc.get("nvidia.com/gpu", "0")) == spec.gpus
+        assert m["metadata"]["labels"].get("drlsched.io/gpu-model", "") == spec.gpu_model

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from drlsched.testbed import build as build_mod
 from drlsched.testbed import controlplane
-from drlsched.testbed.nodes import PROFILES
+from drlsched.testbed.nodes import profile_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     up = actions.add_parser("up", help="start the control plane and fake nodes; prints the kubeconfig path")
     up.add_argument("--nodes", type=int, default=10, help="fake nodes in all (default 10)")
     up.add_argument("--gpu-nodes", type=int, default=0, help="how many of them have GPUs (default 0)")
-    up.add_argument("--node-profile", choices=sorted(PROFILES), default="uniform", help="node shapes")
+    up.add_argument("--node-profile", choices=profile_names(), default="uniform", metavar="PROFILE",
+                    help="node shapes: uniform, openb, pai, or scenario:NAME for a scenario's own cluster "
+                         "(e.g. scenario:spark-tpcds)")
     up.add_argument(
         "--scheduler",
         choices=controlplane.SCHEDULERS,

@@ -25,7 +25,7 @@ from drlsched.errors import UserError
 from drlsched.testbed import processes
 from drlsched.testbed.build import find_binaries
 from drlsched.testbed.kwok_config import kwok_config
-from drlsched.testbed.nodes import PROFILES, node_manifests
+from drlsched.testbed.nodes import node_manifests, profile_names
 from drlsched.testbed.pki import Pki, create_pki, write_kubeconfig
 from drlsched.testbed.pods import create_concurrently
 from drlsched.testbed.processes import LOOPBACK
@@ -146,8 +146,8 @@ def _check_options(options: Options) -> None:
         raise UserError("--nodes must be at least 1")
     if not 0 <= options.gpu_nodes <= options.nodes:
         raise UserError(f"--gpu-nodes must be between 0 and --nodes ({options.nodes})")
-    if options.profile not in PROFILES:
-        raise UserError(f"unknown node profile {options.profile!r}; choose one of {', '.join(PROFILES)}")
+    if options.profile not in profile_names():
+        raise UserError(f"unknown node profile {options.profile!r}; choose one of {', '.join(profile_names())}")
     if options.scheduler not in SCHEDULERS:
         raise UserError(f"unknown scheduler {options.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
 

@@ -55,14 +55,42 @@ PROFILES: dict[str, tuple[tuple[Shape, ...], tuple[Shape, ...]]] = {
 }
 
 
+SCENARIO_PREFIX = "scenario:"
+
+
+def profile_names() -> list[str]:
+    from drlsched.scenarios import SCENARIOS
+
+    return sorted(PROFILES) + [SCENARIO_PREFIX + name for name in sorted(SCENARIOS)]
+
+
 def node_manifests(nodes: int, gpu_nodes: int, profile: str) -> list[dict[str, Any]]:
-    """`nodes` fake nodes in all, the first `gpu_nodes` of them with GPUs."""
+    """`nodes` fake nodes in all, the first `gpu_nodes` of them with GPUs; a `scenario:NAME` profile takes the
+    scenario's own cluster of that size instead (its shapes, GPU models and racks; `gpu_nodes` is ignored), so
+    a replay of the scenario runs on the cluster it was simulated on."""
+    if profile.startswith(SCENARIO_PREFIX):
+        return _scenario_nodes(profile[len(SCENARIO_PREFIX):], nodes)
     gpu_shapes, cpu_shapes = PROFILES[profile]
     shapes = _deal(gpu_shapes, gpu_nodes) + _deal(cpu_shapes, nodes - gpu_nodes)
     manifests = []
     for index, shape in enumerate(shapes):
         kind = "gpu" if shape.gpus else "cpu"
         manifests.append(_node(f"kwok-{kind}-{index:05d}", shape, f"rack-{index // NODES_PER_RACK:03d}"))
+    return manifests
+
+
+def _scenario_nodes(name: str, nodes: int) -> list[dict[str, Any]]:
+    from drlsched.scenarios import make_scenario
+
+    manifests = []
+    for spec in make_scenario(name, nodes=nodes).nodes:
+        m = _node(spec.name, Shape(spec.gpu_model, spec.gpus, 1, 1, 1), spec.rack)
+        # Exact sizes (the shape's whole cores and GiB are placeholders here).
+        for key in ("allocatable", "capacity"):
+            m["status"][key]["cpu"] = f"{spec.cpu_m}m"
+            m["status"][key]["memory"] = f"{spec.mem_mib}Mi"
+            m["status"][key]["pods"] = str(spec.max_pods)
+        manifests.append(m)
     return manifests
 
 
