@@ -12,8 +12,11 @@ from pathlib import Path
 from types import FrameType
 
 from drlsched.errors import UserError
+from drlsched.k8s import prom
 from drlsched.k8s.client import api_client
 from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller, PrometheusCollector
+from drlsched.k8s.placement import Placer
+from drlsched.k8s.rollout import Rollout
 from drlsched.policies import make_policy
 from drlsched.testbed.processes import LOOPBACK
 
@@ -24,12 +27,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve.add_argument("--host", default=LOOPBACK, help="address to listen on (default %(default)s)")
     serve.add_argument("--port", type=int, default=8888, help="port (default %(default)s; 0 picks a free one)")
     serve.add_argument("--max-body-mib", type=int, default=32, help="largest request body accepted (MiB)")
+    _rollout_args(serve)
     serve.set_defaults(func=_serve)
 
     schedule = sub.add_parser("schedule", help="run drlsched as a second scheduler (pods naming it in schedulerName)")
     _policy_args(schedule)
     schedule.add_argument("--scheduler-name", default="drl-scheduler", help="spec.schedulerName to serve")
+    schedule.add_argument("--metrics-port", type=int, help="serve /metrics and /healthz on this loopback port")
+    _rollout_args(schedule)
     schedule.set_defaults(func=_schedule)
+
+    report = sub.add_parser("ab-report", help="compare the A/B arms of placed pods; optionally apply rollback")
+    report.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
+    report.add_argument("--namespace", help="only this namespace (default: all)")
+    report.add_argument("--sla-seconds", type=float, default=60.0,
+                        help="a pod violates its SLA when it waits longer than this to be scheduled, or runs "
+                             "past its drlsched.io/deadline-seconds annotation (default %(default)s)")
+    report.add_argument("--apply", type=Path, metavar="STATE_FILE",
+                        help="write the decision (rollback when the candidate is worse) to this rollout state file")
+    report.add_argument("--promote", action="store_true", help="with --apply: promote a candidate that is better")
+    report.set_defaults(func=_ab_report)
 
 
 def _policy_args(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +62,38 @@ def _policy_args(parser: argparse.ArgumentParser) -> None:
     metrics.add_argument("--metrics-interval", type=float, default=10.0, help="seconds between collections")
     metrics.add_argument("--stale-after", type=float, default=30.0,
                          help="seconds without a sample after which a node is scored from its requests")
+
+
+def _rollout_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("shadow and A/B rollout of a candidate policy")
+    group.add_argument("--shadow", metavar="POLICY", help="score every pod with this policy too, without acting")
+    group.add_argument("--ab", metavar="POLICY", help="place a fraction of pods with this candidate policy")
+    group.add_argument("--ab-fraction", type=float, default=0.1, help="share of pods for --ab (default 0.1)")
+    group.add_argument("--ab-key", choices=("uid", "namespace"), default="uid",
+                       help="hash the pod's UID, or its namespace (whole namespaces in one arm)")
+    group.add_argument("--rollout-state", type=Path, metavar="FILE",
+                       help="follow promote/rollback decisions written here by `drlsched ab-report --apply`")
+
+
+def _rollout(args: argparse.Namespace) -> Callable[[Placer, prom.Registry], Rollout] | None:
+    if args.shadow is None and args.ab is None:
+        if args.rollout_state is not None:
+            raise UserError("--rollout-state needs --ab")
+        return None
+    if not 0.0 <= args.ab_fraction <= 1.0:
+        raise UserError(f"--ab-fraction must be between 0 and 1, not {args.ab_fraction}")
+    shadow = make_policy(args.shadow) if args.shadow else None
+    candidate = make_policy(args.ab) if args.ab else None
+
+    def build(live: Placer, registry: prom.Registry) -> Rollout:
+        return Rollout(
+            live, args.policy, registry,
+            shadow=(Placer(shadow, metrics=live.metrics), args.shadow) if shadow else None,
+            candidate=(Placer(candidate, metrics=live.metrics), args.ab) if candidate else None,
+            fraction=args.ab_fraction, key=args.ab_key, state_file=args.rollout_state,
+        )
+
+    return build
 
 
 def _metrics(args: argparse.Namespace, nodes: Callable[[], list[str]]) -> tuple[MetricsStore | None, list[Poller]]:
@@ -96,7 +145,8 @@ def _serve(args: argparse.Namespace) -> int:
         informer = Informer(api, state)
         ready = threading.Event()
     metrics, pollers = _metrics(args, state.node_names if state is not None else list)
-    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20, metrics=metrics)
+    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20, metrics=metrics,
+                        rollout=_rollout(args))
     try:
         server = ExtenderServer((args.host, args.port), extender)
     except OSError as err:
@@ -128,12 +178,28 @@ def _schedule(args: argparse.Namespace) -> int:
     if args.kubeconfig is None and not args.in_cluster:
         raise UserError("the second scheduler needs --kubeconfig PATH or --in-cluster")
     metrics, pollers = _metrics(args, lambda: scheduler.state.node_names())
-    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name, metrics)
+    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name, metrics, _rollout(args))
     stop = threading.Event()
     _stop_on_signals(stop)
+    if args.metrics_port is not None:
+        try:
+            server = prom.MetricsServer((LOOPBACK, args.metrics_port), scheduler.registry)
+        except OSError as err:
+            raise UserError(f"cannot listen on {LOOPBACK}:{args.metrics_port}: {err.strerror}") from None
+        threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     for poller in pollers:
         poller.start()
     scheduler.start()
     stop.wait()
     scheduler.stop()
+    return 0
+
+
+def _ab_report(args: argparse.Namespace) -> int:
+    from drlsched.k8s.ab_report import apply_decision, compare, fetch_pods, render
+
+    report = compare(fetch_pods(api_client(args.kubeconfig), args.namespace), args.sla_seconds)
+    print(render(report))
+    if args.apply is not None:
+        apply_decision(report, args.apply, args.promote)
     return 0

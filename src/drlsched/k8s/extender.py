@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,7 +25,8 @@ from drlsched import __version__
 from drlsched.k8s import prom, wire
 from drlsched.k8s.client import call_raw
 from drlsched.k8s.metrics_pipeline import MetricsStore
-from drlsched.k8s.placement import Placer
+from drlsched.k8s.placement import Choice, Placer
+from drlsched.k8s.rollout import Rollout
 from drlsched.k8s.state import ClusterState, ObjectError
 from drlsched.policies import Policy
 
@@ -51,6 +53,7 @@ class Extender:
         ready: threading.Event | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         metrics: MetricsStore | None = None,
+        rollout: Callable[[Placer, prom.Registry], Rollout] | None = None,
     ) -> None:
         """`state` is the watch-fed cache (nodeCacheCapable); without it every request must carry its Nodes,
         and the cluster is taken as empty of pods (nothing tells us what runs where)."""
@@ -71,6 +74,7 @@ class Extender:
             self.fallbacks = reg.add(prom.Counter("drlsched_fallbacks_total", "Nodes scored from requests."))
         self.info = reg.add(prom.Gauge("drlsched_policy_info", "The serving policy and its version."))
         self.info.set(1, policy=policy_name, version=policy_version(policy_name))
+        self.rollout = rollout(self.placer, reg) if rollout is not None else None
         reg.add(prom.CallbackGauge("drlsched_cache_nodes", "Nodes in the watch cache.", lambda: self._counts()[0]))
         reg.add(prom.CallbackGauge("drlsched_cache_pods", "Pods holding resources.", lambda: self._counts()[1]))
 
@@ -127,7 +131,11 @@ class Extender:
         if verb == "filter":
             passed, failed = self.placer.filter(state, args.pod, names)
             return wire.filter_result(args, passed, failed)
-        scores, chosen = self.placer.prioritize(state, args.pod, names)
+        routed = self.rollout.route(args.pod, args.ref.namespace) if self.rollout is not None else None
+        scores, chosen = (routed.placer if routed else self.placer).prioritize(state, args.pod, names)
+        if self.rollout is not None:
+            # The shadow sees the same candidates: kube-scheduler's filtered node list.
+            self.rollout.observe_shadow(state, args.pod, Choice(chosen, args.pod.gpus, ""), names)
         self.decisions.inc(outcome="placed" if chosen else "no_fit")
         return wire.host_priority_list(scores)
 

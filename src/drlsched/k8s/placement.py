@@ -41,6 +41,7 @@ class Placer:
         self.lock = threading.Lock()
         self._cluster: Cluster | None = None
         self._applied_at = -math.inf
+        self.last_value: float | None = None  # the policy's value estimate for its last choice, if it has one
 
     def _context(self, state: ClusterState, pod: PodSpec, names: list[str] | None) -> PodContext:
         """Holds both locks when called. `names` restricts the candidates (None: every node)."""
@@ -101,14 +102,16 @@ class Placer:
             chosen = ctx.cluster.names[decision.node] if decision is not None else None
             return result, chosen
 
-    def choose(self, state: ClusterState, pod: PodSpec) -> Choice:
-        """The second scheduler's decision over every node."""
+    def choose(self, state: ClusterState, pod: PodSpec, names: list[str] | None = None) -> Choice:
+        """The second scheduler's decision over every node (or the named ones)."""
         with self.lock, state.lock:
-            ctx = self._context(state, pod, None)
+            ctx = self._context(state, pod, names)
             size = ctx.cluster.size
             if size == 0:
                 return Choice(None, pod.gpus, "0/0 nodes are available: no nodes available to schedule pods")
             decision = self.policy.select(ctx)
+            estimate = getattr(self.policy, "predicted_value", None)
+            self.last_value = float(estimate(ctx)) if callable(estimate) else None
             if decision is None:
                 r = ctx.options[0].request
                 why = ctx.cluster.infeasible_reason(r) if not ctx.cluster.fits_when_empty(r) else "no free capacity"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -129,3 +130,34 @@ class Registry:
             if body:
                 out += metric.header() + body
         return "\n".join(out) + "\n"
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    server: MetricsServer
+
+    def do_GET(self) -> None:
+        if self.path == "/metrics":
+            status, body, kind = 200, self.server.registry.exposition(), "text/plain; version=0.0.4"
+        elif self.path in ("/healthz", "/readyz"):
+            status, body, kind = 200, "ok\n", "text/plain"
+        else:
+            status, body, kind = 404, "not found\n", "text/plain"
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # the base class's signature
+        pass
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """/metrics and /healthz for a process that serves nothing else (the second scheduler)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], registry: Registry) -> None:
+        self.registry = registry
+        super().__init__(address, _MetricsHandler)

@@ -20,15 +20,18 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
 
+from drlsched.k8s import prom
 from drlsched.k8s.client import request
 from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.placement import Placer
+from drlsched.k8s.rollout import ARM_ANNOTATION, POLICY_ANNOTATION, Rollout
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
 from drlsched.policies import Policy
@@ -63,11 +66,18 @@ class SecondScheduler:
     def __init__(
         self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str,
         metrics: MetricsStore | None = None,
+        rollout: Callable[[Placer, prom.Registry], Rollout] | None = None,
     ) -> None:
+        """`rollout` builds the shadow / A-B arrangement around the live placer (see drlsched.k8s.rollout)."""
         self.api = api
         self.name = scheduler_name
         self.state = ClusterState()
         self.placer = Placer(policy, metrics=metrics)
+        self.registry = prom.Registry()
+        if metrics is not None:
+            metrics.register(self.registry)
+        self.rollout = rollout(self.placer, self.registry) if rollout is not None else None
+        self.registry.add(prom.CallbackGauge("drlsched_scheduler_pending_pods", "Pods queued.", self.pending))
         self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist)
         self.stats = Stats()
         self._pending: dict[str, _Pending] = {}
@@ -152,7 +162,10 @@ class SecondScheduler:
         while not self._stopping.is_set():
             for uid, pending in self._ready():
                 started = time.perf_counter()
-                choice = self.placer.choose(self.state, pending.spec)
+                routed = self.rollout.route(pending.spec, pending.namespace) if self.rollout else None
+                choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec)
+                if self.rollout is not None:
+                    self.rollout.observe_shadow(self.state, pending.spec, choice)
                 self.stats.decisions += 1
                 self.stats.latencies.append(time.perf_counter() - started)
                 if choice.node is None:
@@ -161,7 +174,8 @@ class SecondScheduler:
                     self._requeue(uid, pending)
                     continue
                 self.state.assume(pending.spec, choice.node)
-                self._pool.submit(self._bind, uid, pending, choice.node)
+                notes = {ARM_ANNOTATION: routed.arm, POLICY_ANNOTATION: routed.policy} if routed else {}
+                self._pool.submit(self._bind, uid, pending, choice.node, notes)
 
     def _requeue(self, uid: str, pending: _Pending) -> None:
         pending.attempts += 1
@@ -173,9 +187,11 @@ class SecondScheduler:
 
     # --- API writes (thread pool) --------------------------------------------------------------------------
 
-    def _bind(self, uid: str, pending: _Pending, node: str) -> None:
+    def _bind(self, uid: str, pending: _Pending, node: str, annotations: dict[str, str]) -> None:
+        """Binds with the pod's UID as a precondition; `annotations` are merged into the pod by the apiserver."""
+        meta = {"name": pending.name, "namespace": pending.namespace, "uid": uid}
         body = {
-            "metadata": {"name": pending.name, "namespace": pending.namespace, "uid": uid},
+            "metadata": {**meta, "annotations": annotations} if annotations else meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
