@@ -16,7 +16,7 @@ the same workload sequence (same reset seeds); each step's advantage has its gro
 step subtracted, an input-dependent baseline aligned by decision index. K=1 turns it off.
 
 Behaviour-cloning warm start (`bc_steps`): before PPO, the policy imitates a baseline (default `k8s-default`) by
-cross-entropy on the masked logits over that many decisions taken by the baseline.
+cross-entropy on the masked logits over that many decisions taken by the baseline (its own Adam, `bc_lr`, `bc_epochs`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class PPOSettings:
     shared_workload: int = 1
     bc_steps: int = 0
     bc_expert: str = "k8s-default"
-    bc_epochs: int = 4
+    bc_epochs: int = 10
+    bc_lr: float = 1e-3
     seed: int = 0
     threads: int = 1
 
@@ -113,9 +114,10 @@ class RunningStd:
         return reward / math.sqrt(self.m2 / self.count + 1e-8)
 
 
-def behaviour_clone(net: SchedulerNet, opt: torch.optim.Optimizer, env_cfg: EnvConfig, s: PPOSettings,
-                    log: Logger | None = None) -> float:
-    """Imitate `s.bc_expert` on `s.bc_steps` decisions it takes itself; returns the final imitation accuracy."""
+def behaviour_clone(net: SchedulerNet, env_cfg: EnvConfig, s: PPOSettings, log: Logger | None = None) -> float:
+    """Imitate `s.bc_expert` on `s.bc_steps` decisions it takes itself; returns the final imitation accuracy
+    (below 1 even for a perfect imitation where the expert breaks ties between equal nodes at random)."""
+    opt = torch.optim.Adam(net.parameters(), lr=s.bc_lr, eps=1e-5)
     envs = make_envs(replace(env_cfg, expert=s.bc_expert), s.num_envs)
     obs, info = envs.reset(seed=reset_seeds(s.seed + 7919, s.num_envs, 1))
     buf: dict[str, list[np.ndarray]] = {k: [] for k in obs}
@@ -157,13 +159,13 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     torch.manual_seed(s.seed)
     np.random.seed(s.seed)
     net = net or SchedulerNet(net_cfg)
-    opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
     t0 = time.perf_counter()
     rows: list[dict[str, float]] = []
     if s.bc_steps > 0:
-        acc = behaviour_clone(net, opt, env_cfg, s)
+        acc = behaviour_clone(net, env_cfg, s)
         rows.append({"update": 0, "step": 0, "wall_s": time.perf_counter() - t0, "bc_accuracy": acc})
 
+    opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
     envs = make_envs(env_cfg, s.num_envs)
     n_env, n_steps = s.num_envs, s.num_steps
     batch = n_env * n_steps
