@@ -138,15 +138,16 @@ def _serve(args: argparse.Namespace) -> int:
     if args.max_body_mib < 1:
         raise UserError("--max-body-mib must be at least 1")
     policy = make_policy(args.policy)
-    state = informer = api = ready = None
-    if args.kubeconfig is not None or args.in_cluster:
+    rollout = _rollout(args)  # options first: a bad one is reported before the kubeconfig is read
+    state = ClusterState() if args.kubeconfig is not None or args.in_cluster else None
+    metrics, pollers = _metrics(args, state.node_names if state is not None else list)
+    informer = api = ready = None
+    if state is not None:
         api = api_client(args.kubeconfig)
-        state = ClusterState()
         informer = Informer(api, state)
         ready = threading.Event()
-    metrics, pollers = _metrics(args, state.node_names if state is not None else list)
     extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20, metrics=metrics,
-                        rollout=_rollout(args))
+                        rollout=rollout)
     try:
         server = ExtenderServer((args.host, args.port), extender)
     except OSError as err:
@@ -178,7 +179,8 @@ def _schedule(args: argparse.Namespace) -> int:
     if args.kubeconfig is None and not args.in_cluster:
         raise UserError("the second scheduler needs --kubeconfig PATH or --in-cluster")
     metrics, pollers = _metrics(args, lambda: scheduler.state.node_names())
-    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name, metrics, _rollout(args))
+    rollout = _rollout(args)  # options first: a bad one is reported before the kubeconfig is read
+    scheduler = SecondScheduler(api_client(args.kubeconfig), policy, args.scheduler_name, metrics, rollout)
     stop = threading.Event()
     _stop_on_signals(stop)
     if args.metrics_port is not None:
