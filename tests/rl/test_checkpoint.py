@@ -103,3 +103,13 @@ def test_cli_refuses_a_tampered_policy_with_exit_2(tmp_path: Path, capsys: pytes
                  "--policy", f"ppo:{path}"])
     err = capsys.readouterr().err
     assert code == 2 and "sha256" in err and "Traceback" not in err
+
+
+def test_large_cluster_scores_a_rotating_subset(tmp_path: Path) -> None:
+    from drlsched.rl.policy import LearnedPolicy
+
+    path = _saved(tmp_path)
+    policy = make_policy(f"ppo:{path}")
+    assert isinstance(policy, LearnedPolicy)
+    m = Simulator(make_scenario("batch", nodes=300, duration=5.0, seed=2), policy, 2).run()
+    assert policy.to_find < 300 and m["pods_scheduled"] > 0  # every choice was feasible (the simulator checks)
