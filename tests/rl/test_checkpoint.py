@@ -111,5 +111,5 @@ def test_large_cluster_scores_a_rotating_subset(tmp_path: Path) -> None:
     path = _saved(tmp_path)
     policy = make_policy(f"ppo:{path}")
     assert isinstance(policy, LearnedPolicy)
-    m = Simulator(make_scenario("batch", nodes=300, duration=5.0, seed=2), policy, 2).run()
-    assert policy.to_find < 300 and m["pods_scheduled"] > 0  # every choice was feasible (the simulator checks)
+    m = Simulator(make_scenario("ecommerce", nodes=150, duration=300.0, seed=2), policy, 2).run()
+    assert policy.to_find < 150 and m["pods_scheduled"] > 0  # every choice was feasible (the simulator checks)
