@@ -106,6 +106,8 @@ def _check(status: int, payload: Any, verb: str) -> None:
         assert status in (400, 404) and isinstance(payload["Error"], str) and payload["Error"]
         return
     if verb == "prioritize":
+        if isinstance(payload, str):  # in-process: encoded by the extender itself (wire.RawJson)
+            payload = json.loads(payload)
         assert all(0 <= hp["Score"] <= 10 and isinstance(hp["Host"], str) for hp in payload)
     elif verb == "filter":
         assert set(payload) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}

@@ -205,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.NOT_FOUND, "not found\n")
 
     def _send(self, status: int, payload: Any, close: bool = False) -> None:
-        data = json.dumps(payload, separators=(",", ":")).encode()
+        text = payload if isinstance(payload, wire.RawJson) else json.dumps(payload, separators=(",", ":"))
+        data = text.encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -67,15 +67,14 @@ class Placer:
             fits = np.zeros(ctx.cluster.size, dtype=bool)
             for option in ctx.options:
                 fits |= option.feasible
-            passed, failed = [], {}
-            for name in names:
-                i = state.index.get(name)
-                if i is None:
-                    failed[name] = "node not in drlsched's cache"
-                elif fits[i]:
-                    passed.append(name)
-                else:
-                    failed[name] = "node has too little free capacity for the pod"
+            rows = state.indices(names)
+            ok = _take(fits, rows, False)
+            passed = [name for name, good in zip(names, ok.tolist(), strict=True) if good]
+            failed = {
+                name: "node has too little free capacity for the pod" if row >= 0 else "node not in drlsched's cache"
+                for name, row, good in zip(names, rows.tolist(), ok.tolist(), strict=True)
+                if not good
+            }
             return passed, failed
 
     def prioritize(
@@ -97,8 +96,8 @@ class Placer:
                     if span > 0:
                         scores[nodes] = np.floor((raw - raw.min()) / span * (MAX_EXTENDER_PRIORITY - 1))
                 scores[decision.node] = MAX_EXTENDER_PRIORITY
-            index = state.index
-            result = [(name, int(scores[index[name]]) if name in index else 0) for name in names]
+            rows = state.indices(names)
+            result = list(zip(names, _take(scores, rows, 0).tolist(), strict=True))
             chosen = ctx.cluster.names[decision.node] if decision is not None else None
             return result, chosen
 
@@ -117,3 +116,11 @@ class Placer:
                 why = ctx.cluster.infeasible_reason(r) if not ctx.cluster.fits_when_empty(r) else "no free capacity"
                 return Choice(None, pod.gpus, f"0/{size} nodes are available: {why}")
             return Choice(ctx.cluster.names[decision.node], decision.gpus, "")
+
+
+def _take(values: np.ndarray, rows: np.ndarray, default: object) -> np.ndarray:
+    """values[rows], with `default` where a row is -1 (a node the cluster does not hold)."""
+    out = np.full(rows.size, default, dtype=values.dtype)
+    known = rows >= 0
+    out[known] = values[rows[known]]
+    return out

@@ -174,6 +174,7 @@ class ClusterState:
         self._cluster: Cluster | None = None
         self.index: dict[str, int] = {}
         self.generation = 0  # bumped on every rebuild: policies must be reset on a new Cluster
+        self._last_names: tuple[int, list[str], np.ndarray] | None = None
 
     # --- events -------------------------------------------------------------------------------------------
 
@@ -275,12 +276,22 @@ class ClusterState:
             held = self._pods.get(uid)
             return held.node if held else None
 
+    def indices(self, names: list[str]) -> np.ndarray:
+        """int64[len(names)]: each name's row in the current Cluster, -1 if unknown. kube-scheduler sends the
+        same list again and again, so the last answer is kept (a list comparison is far cheaper than lookups)."""
+        self.cluster()  # rebuilds the index if the nodes changed
+        if self._last_names is not None and self._last_names[0] == self.generation and self._last_names[1] == names:
+            return self._last_names[2]
+        index = self.index
+        rows = np.fromiter((index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+        self._last_names = (self.generation, names, rows)
+        return rows
+
     def mask(self, names: list[str]) -> np.ndarray:
         """bool[N]: the named nodes of the current Cluster (unknown names are left out)."""
-        cluster = self.cluster()
-        mask = np.zeros(cluster.size, dtype=bool)
-        index = self.index
-        mask[[index[n] for n in names if n in index]] = True
+        rows = self.indices(names)
+        mask = np.zeros(self.cluster().size, dtype=bool)
+        mask[rows[rows >= 0]] = True
         return mask
 
     # --- bookkeeping --------------------------------------------------------------------------------------
