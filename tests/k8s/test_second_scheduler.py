@@ -93,6 +93,20 @@ def test_an_unschedulable_pod_gets_failed_scheduling_then_binds_when_room_appear
     assert scheduler.pending() == 1  # requeued with backoff, not dropped
 
 
+def test_node_selectors_are_honoured(scheduler: SecondScheduler, core: kubernetes.client.CoreV1Api,
+                                     namespace: str) -> None:
+    pinned, nowhere = _pods(2, prefix="sel")
+    pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "kwok-cpu-00150"}
+    nowhere["spec"]["nodeSelector"] = {"drlsched.io/rack": "no-such-rack"}
+    core.create_namespaced_pod(namespace, pinned)
+    core.create_namespaced_pod(namespace, nowhere)
+    wait_for(lambda: core.read_namespaced_pod("sel0000", namespace).spec.node_name == "kwok-cpu-00150", 30,
+             "the pinned pod on its node")
+    event = wait_for(lambda: [e for e in events_json(core, namespace) if e["reason"] == "FailedScheduling"], 30,
+                     "FailedScheduling for the unmatched selector")[0]
+    assert event["involvedObject"]["name"] == "sel0001" and "didn't match Pod's node selector" in event["message"]
+
+
 def _restart_apiserver(testbed: controlplane.Testbed) -> None:
     """Stops kube-apiserver and starts it again with the same command line (its port and etcd data stay)."""
     proc = testbed.processes["kube-apiserver"]

@@ -108,6 +108,9 @@ class Placer:
             size = ctx.cluster.size
             if size == 0:
                 return Choice(None, pod.gpus, "0/0 nodes are available: no nodes available to schedule pods")
+            if names is not None and not names:
+                return Choice(None, pod.gpus,
+                              f"0/{size} nodes are available: {size} node(s) didn't match Pod's node selector")
             decision = self.policy.select(ctx)
             estimate = getattr(self.policy, "predicted_value", None)
             self.last_value = float(estimate(ctx)) if callable(estimate) else None

@@ -48,6 +48,7 @@ class _Pending:
     namespace: str
     name: str
     spec: PodSpec
+    selector: dict[str, str]  # spec.nodeSelector
     attempts: int = 0
     not_before: float = 0.0
 
@@ -133,7 +134,9 @@ class SecondScheduler:
                     except ObjectError as err:
                         log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), err)
                         return
-                    self._pending[uid] = _Pending(meta.get("namespace", "default"), meta["name"], spec)
+                    selector = (obj.get("spec") or {}).get("nodeSelector") or {}
+                    self._pending[uid] = _Pending(meta.get("namespace", "default"), meta["name"], spec,
+                                                  {str(k): str(v) for k, v in dict(selector).items()})
                     self._cond.notify()
             else:
                 self._pending.pop(uid, None)
@@ -163,9 +166,10 @@ class SecondScheduler:
             for uid, pending in self._ready():
                 started = time.perf_counter()
                 routed = self.rollout.route(pending.spec, pending.namespace) if self.rollout else None
-                choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec)
+                names = self.state.matching(pending.selector)
+                choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec, names)
                 if self.rollout is not None:
-                    self.rollout.observe_shadow(self.state, pending.spec, choice)
+                    self.rollout.observe_shadow(self.state, pending.spec, choice, names)
                 self.stats.decisions += 1
                 self.stats.latencies.append(time.perf_counter() - started)
                 if choice.node is None:

@@ -170,6 +170,7 @@ class ClusterState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._nodes: dict[str, NodeSpec] = {}
+        self._labels: dict[str, dict[str, str]] = {}  # for nodeSelector (the second scheduler's own filter)
         self._pods: dict[str, _Bound] = {}
         self._cluster: Cluster | None = None
         self.index: dict[str, int] = {}
@@ -180,18 +181,31 @@ class ClusterState:
 
     def set_node(self, node: dict[str, Any]) -> None:
         spec = node_spec(node)
-        if spec.cpu_m == 0 or spec.mem_mib == 0:  # can host nothing, and scorers divide by capacity
+        cordoned = bool(_dict(node.get("spec"), "node.spec").get("unschedulable"))
+        # A node with no cpu or memory can host nothing (and scorers divide by capacity); a cordoned one takes
+        # no new pods. Both are left out of the Cluster.
+        if spec.cpu_m == 0 or spec.mem_mib == 0 or cordoned:
             self.delete_node(spec.name)
             return
+        labels = {str(k): str(v) for k, v in _dict(node["metadata"].get("labels"), "node.metadata.labels").items()}
         with self.lock:
+            self._labels[spec.name] = labels
             if self._nodes.get(spec.name) != spec:
                 self._nodes[spec.name] = spec
                 self._cluster = None
 
     def delete_node(self, name: str) -> None:
         with self.lock:
+            self._labels.pop(name, None)
             if self._nodes.pop(name, None) is not None:
                 self._cluster = None
+
+    def matching(self, selector: dict[str, str]) -> list[str] | None:
+        """Names of the nodes whose labels match a pod's nodeSelector (None for an empty selector: all)."""
+        if not selector:
+            return None
+        with self.lock:
+            return [n for n, labels in self._labels.items() if all(labels.get(k) == v for k, v in selector.items())]
 
     def set_pod(self, pod: dict[str, Any]) -> None:
         """A pod seen by a watch: bound and not finished pods hold resources; others hold none."""
@@ -235,6 +249,7 @@ class ClusterState:
         """The result of a fresh list: nodes not in it are gone (used when a watch has to start over)."""
         with self.lock:
             self._nodes = {}
+            self._labels = {}
             self._cluster = None
             for node in nodes:
                 _skip_unusable(self.set_node, node)
