@@ -4,9 +4,10 @@ Three arms, each on a fresh testbed (`--scheduler none`, profile openb, 20% GPU 
 pending pods (1 CPU, 1 GiB, no duration) queued before the scheduler starts:
 
 - `kube-scheduler`: the real kube-scheduler alone;
-- `kube-scheduler+extender`: kube-scheduler with deploy/scheduler-config.yaml's extender pointing at
-  `drlsched serve --kubeconfig` (a separate process, policy `--policy`), except that `managedResources` is
-  dropped so that every pod, not only GPU pods, goes through the extender;
+- `kube-scheduler+extender`: kube-scheduler with deploy/scheduler-config.yaml (extender pointing at
+  `drlsched serve --kubeconfig`, a separate process, policy `--policy`; percentageOfNodesToScore 100 unless
+  `--adaptive`), except that `managedResources` is dropped so that every pod, not only GPU pods, goes through
+  the extender;
 - `drlsched-second-scheduler`: `drlsched schedule` (a separate process) for pods naming it in schedulerName.
 
 `pods_per_second` = pods / seconds from the scheduler being started (kube-scheduler: answering healthy; the
@@ -49,9 +50,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--policy", default="k8s-default")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--adaptive", action="store_true",
+                        help="drop the shipped percentageOfNodesToScore: 100 (score a sample of nodes, as alone)")
     args = parser.parse_args()
     build()
-    results = [_measure(arm, args.nodes, args.pods, args.policy) for arm in args.arms]
+    results = [_measure(arm, args.nodes, args.pods, args.policy, args.adaptive) for arm in args.arms]
     base = next((r["pods_per_second"] for r in results if r["arm"] == "kube-scheduler"), None)
     for r in results:
         r["ratio_to_kube_scheduler"] = round(r["pods_per_second"] / base, 2) if base else None
@@ -65,7 +68,7 @@ def _drlsched(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
                                 stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def _measure(arm: str, nodes: int, count: int, policy: str) -> dict[str, Any]:
+def _measure(arm: str, nodes: int, count: int, policy: str, adaptive: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="drlsched-bench-") as tmp:
         testbed = up(Options(state_dir=Path(tmp) / "state", nodes=nodes, gpu_nodes=nodes // 5, profile="openb",
                              scheduler="none"))
@@ -83,7 +86,10 @@ def _measure(arm: str, nodes: int, count: int, policy: str) -> dict[str, Any]:
                 extender = config["extenders"][0]
                 extender["urlPrefix"] = f"http://{processes.LOOPBACK}:{testbed.ports['extender']}"
                 del extender["managedResources"]
-                start_scheduler(testbed, {"extenders": [extender], "percentageOfNodesToScore": 100})
+                settings = {k: v for k, v in config.items() if k not in ("apiVersion", "kind")}
+                if adaptive:
+                    del settings["percentageOfNodesToScore"]
+                start_scheduler(testbed, settings)
             started = time.monotonic()
             if arm == "kube-scheduler":
                 start_scheduler(testbed)
@@ -106,6 +112,7 @@ def _measure(arm: str, nodes: int, count: int, policy: str) -> dict[str, Any]:
     bound = [_scheduled_at(p) for p in pods]
     return {
         "arm": arm,
+        "extender_scores": ("a sample of nodes" if adaptive else "all feasible nodes") if "extender" in arm else None,
         "policy": policy if arm != "kube-scheduler" else "default profile",
         "nodes": nodes,
         "pods": count,
