@@ -208,3 +208,27 @@ def test_generated_requests_over_http_never_get_5xx(server: ExtenderServer, requ
     verb, body = request
     status, payload = _post(server, f"/{verb}", body)
     _check(status, payload, verb)
+
+
+def test_the_cache_counts_a_prioritized_pod_until_the_watch_confirms_or_time_runs_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = ClusterState()
+    twins = node_manifests(2, 2, "uniform")  # two identical empty GPU nodes: LeastAllocated spreads pods
+    for node in twins:
+        state.set_node(node)
+    extender = Extender(make_policy("k8s-default"), "k8s-default", state=state)
+    gpu_nodes = [n["metadata"]["name"] for n in twins]
+
+    def place(uid: str) -> str:
+        pod = pod_manifest(uid, cpu="32", memory="1Gi", gpus=2)
+        pod["metadata"].update(namespace="default", uid=uid)
+        _, payload = extender.handle("prioritize", json.dumps({"Pod": pod, "NodeNames": gpu_nodes}).encode())
+        return next(hp["Host"] for hp in json.loads(payload) if hp["Score"] == 10)
+
+    first = place("u1")
+    assert place("u2") != first  # u1 is assumed on its node before any watch event
+    assert state.pod_node("u1") == first
+    monkeypatch.setattr("drlsched.k8s.state.time.monotonic", lambda: 1e12)  # long past the TTL, unconfirmed
+    state.expire_assumed()
+    assert state.pod_node("u1") is None and state.pod_node("u2") is None

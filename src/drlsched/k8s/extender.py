@@ -32,6 +32,7 @@ from drlsched.policies import Policy
 
 log = logging.getLogger("drlsched.k8s")
 VERBS = ("filter", "prioritize", "bind")
+ASSUME_TTL_S = 30.0  # an assumption the watch has not confirmed by then was not kube-scheduler's choice
 DEFAULT_MAX_BODY = 32 << 20  # 5,000 full Node objects fit; nodeCacheCapable requests are far smaller
 
 
@@ -132,7 +133,13 @@ class Extender:
             passed, failed = self.placer.filter(state, args.pod, names)
             return wire.filter_result(args, passed, failed)
         routed = self.rollout.route(args.pod, args.ref.namespace) if self.rollout is not None else None
+        if state is self.state:
+            state.expire_assumed()
         scores, chosen = (routed.placer if routed else self.placer).prioritize(state, args.pod, names)
+        if chosen is not None and state is self.state and args.ref.uid:
+            # kube-scheduler will almost surely bind the pod where we said (see the weight in deploy/); count
+            # it there now, or the next pods are scored before the watch shows this binding.
+            state.assume(args.pod, chosen, ASSUME_TTL_S)
         if self.rollout is not None:
             # The shadow sees the same candidates: kube-scheduler's filtered node list.
             self.rollout.observe_shadow(state, args.pod, Choice(chosen, args.pod.gpus, ""), names)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -171,6 +172,7 @@ class ClusterState:
         self.lock = threading.RLock()
         self._nodes: dict[str, NodeSpec] = {}
         self._labels: dict[str, dict[str, str]] = {}  # for nodeSelector (the second scheduler's own filter)
+        self._expiring: dict[str, float] = {}  # uid -> monotonic deadline of an unconfirmed assumption
         self._pods: dict[str, _Bound] = {}
         self._cluster: Cluster | None = None
         self.index: dict[str, int] = {}
@@ -222,10 +224,26 @@ class ClusterState:
                 self.delete_pod(spec.uid)
             # else: unbound, or assumed by us with the bind still on its way: the watch has not caught up
 
-    def assume(self, spec: PodSpec, node: str) -> None:
-        """Our scheduler chose `node`: count the pod there until the API confirms it or `delete_pod` forgets it."""
+    def assume(self, spec: PodSpec, node: str, ttl_s: float | None = None) -> None:
+        """Our scheduler chose `node`: count the pod there until the API confirms it, `delete_pod` forgets it,
+        or (with `ttl_s`, for the extender, which never learns whether kube-scheduler bound the pod) the time
+        runs out unconfirmed."""
         with self.lock:
+            if ttl_s is not None:
+                self._expiring[spec.uid] = time.monotonic() + ttl_s
             self._hold(spec, node, confirmed=False)
+
+    def expire_assumed(self) -> None:
+        """Forgets timed assumptions that no watch event confirmed."""
+        with self.lock:
+            now = time.monotonic()
+            for uid, deadline in list(self._expiring.items()):
+                held = self._pods.get(uid)
+                if held is None or held.confirmed:
+                    del self._expiring[uid]
+                elif deadline < now:
+                    del self._expiring[uid]
+                    self.delete_pod(uid)
 
     def _hold(self, spec: PodSpec, node: str, confirmed: bool) -> None:
         held = self._pods.get(spec.uid)
