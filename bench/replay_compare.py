@@ -1,0 +1,144 @@
+"""The seed article's table on a real control plane: the same workload replayed under the real kube-scheduler,
+under kube-scheduler with the drlsched extender, and under the drlsched second scheduler.
+
+For each workload, mode and seed a fresh testbed starts (kube-scheduler v1.36.3 built from upstream, KWOK nodes in
+the workload's own shapes), the workload is replayed (`drlsched.replay`, time compressed by --speedup) and the
+simulator's metrics are computed from the API's timeline. Prints JSON: per workload and mode the mean and 95% CI
+of each metric over the seeds, the wall-clock per replay, and a markdown table.
+
+The extender runs with deploy/scheduler-config.yaml's settings except `managedResources` (which would send only
+GPU pods to it), so every pod is placed with its help.
+Usage: python bench/replay_compare.py [--workloads spark-tpcds,ml-gpu[,openb]] [--nodes 200] [--seeds 3]
+       [--duration 120] [--speedup 10] [--policy k8s-default|ppo:DIR/policy.pt] [--modes default,drl-extender,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+from _machine import machine_info
+from drlsched.cli import build_parser
+from drlsched.cli_sim import workload_factory
+from drlsched.evaluate import mean_ci
+from drlsched.metrics import METRIC_KEYS
+from drlsched.replay import replay
+from drlsched.report import TABLE_COLUMNS
+from drlsched.testbed import processes
+from drlsched.testbed.build import build
+from drlsched.testbed.controlplane import Options, down, start_scheduler, up
+
+ROOT = Path(__file__).resolve().parents[1]
+OPENB = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
+SCHEDULER_NAME = {"default": "default-scheduler", "drl-extender": "default-scheduler",
+                  "drl-scheduler": "drl-scheduler"}
+
+
+def workload_args(name: str, nodes: int, duration: float) -> list[str]:
+    if name == "openb":
+        # The openb pods from the start of the trace, on a cluster of the trace's node shapes scaled to `nodes`.
+        return ["--trace", str(OPENB), "--trace-format", "alibaba-gpu-v2023", "--nodes", str(nodes),
+                "--max-pods", "400"]
+    return ["--scenario", name, "--nodes", str(nodes), "--duration", str(duration)]
+
+
+def profile_for(name: str) -> str:
+    return "openb" if name == "openb" else f"scenario:{name}"
+
+
+def wait_http(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if processes.http_ok(url):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
+
+
+def run_one(workload_name: str, mode: str, seed: int, args: argparse.Namespace) -> dict[str, object]:
+    ns = build_parser().parse_args(["simulate", *workload_args(workload_name, args.nodes, args.duration),
+                                    "--policy", "k8s-default", "--seed", str(seed)])
+    workload = workload_factory(ns)(seed)
+    state = Path(tempfile.mkdtemp(prefix="drlsched-compare-"))
+    gpu_nodes = sum(1 for n in workload.nodes if n.gpus)
+    testbed = up(Options(state_dir=state, nodes=len(workload.nodes), gpu_nodes=gpu_nodes,
+                         profile=profile_for(workload_name), scheduler="none" if mode == "drl-extender" else "default"))
+    helper = None
+    try:
+        drlsched = [sys.executable, "-m", "drlsched.cli"]
+        if mode == "drl-extender":
+            port = processes.free_ports(1)[0]
+            helper = subprocess.Popen([*drlsched, "serve", "--policy", args.policy, "--port", str(port),
+                                       "--kubeconfig", str(testbed.kubeconfig)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_http(f"http://{processes.LOOPBACK}:{port}/readyz")
+            config = yaml.safe_load((ROOT / "deploy" / "scheduler-config.yaml").read_text())
+            config.pop("apiVersion")
+            config.pop("kind")
+            config["extenders"][0]["urlPrefix"] = f"http://{processes.LOOPBACK}:{port}"
+            config["extenders"][0].pop("managedResources", None)
+            start_scheduler(testbed, config)
+        elif mode == "drl-scheduler":
+            helper = subprocess.Popen([*drlsched, "schedule", "--scheduler-name", "drl-scheduler", "--policy",
+                                       args.policy, "--kubeconfig", str(testbed.kubeconfig)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        api = testbed.api_client()
+        core = kubernetes.client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": "compare"}})
+        metrics = replay(workload, core, namespace="compare", scheduler_name=SCHEDULER_NAME[mode],
+                         speedup=args.speedup)
+        api.close()
+    finally:
+        if helper is not None:
+            helper.terminate()
+            helper.wait(timeout=30)
+        down(state)
+    metrics.update({"mode": mode, "seed": seed})
+    return metrics
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workloads", default="spark-tpcds,ml-gpu")
+    ap.add_argument("--modes", default="default,drl-extender,drl-scheduler")
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=120.0)
+    ap.add_argument("--speedup", type=float, default=10.0)
+    ap.add_argument("--policy", default="k8s-default", help="drlsched's policy for the extender and scheduler")
+    args = ap.parse_args()
+    build()
+    results: dict[str, dict[str, object]] = {}
+    runs = []
+    for workload in args.workloads.split(","):
+        for mode in args.modes.split(","):
+            mine = []
+            for seed in range(args.seeds):
+                m = run_one(workload, mode, seed, args)
+                print(json.dumps({k: m[k] for k in ("scenario", "mode", "seed", "pods", "jct_p99_s", "wall_s")}),
+                      file=sys.stderr)
+                mine.append(m)
+                runs.append(m)
+            results[f"{workload}/{mode}"] = {key: mean_ci([float(m[key]) for m in mine])
+                                             for key in (*METRIC_KEYS, "wall_s")}
+    head = "| workload / scheduler | " + " | ".join(t for _, t, _, _ in TABLE_COLUMNS) + " | wall per replay (s) |"
+    rows = [head, "|---|" + "---|" * (len(TABLE_COLUMNS) + 1)]
+    for name, entry in results.items():
+        cells = [f"{entry[k]['mean'] * s:.2f} ± {entry[k]['ci95'] * s:.2f}" for k, _, _, s in TABLE_COLUMNS]
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {entry['wall_s']['mean']:.0f} |")
+    json.dump({"benchmark": "replay_compare", "policy": args.policy, "nodes": args.nodes, "seeds": args.seeds,
+               "duration_s": args.duration, "speedup": args.speedup, "results": results, "table": "\n".join(rows),
+               "runs": runs, "machine": machine_info()}, sys.stdout, indent=2, default=str)
+    print()
+
+
+if __name__ == "__main__":
+    main()
