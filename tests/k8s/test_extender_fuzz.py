@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from drlsched.k8s import quantity
 from drlsched.k8s.extender import Extender, ExtenderServer
-from drlsched.k8s.state import ClusterState
+from drlsched.k8s.state import ClusterState, node_spec, pod_spec
 from drlsched.policies import make_policy
 from drlsched.testbed.nodes import node_manifests
 from drlsched.testbed.pods import pod_manifest
@@ -232,3 +233,18 @@ def test_the_cache_counts_a_prioritized_pod_until_the_watch_confirms_or_time_run
     monkeypatch.setattr("drlsched.k8s.state.time.monotonic", lambda: 1e12)  # long past the TTL, unconfirmed
     state.expire_assumed()
     assert state.pod_node("u1") is None and state.pod_node("u2") is None
+
+
+def test_quantities_round_requests_up_and_capacity_down() -> None:
+    assert quantity.milli_cpu("0.5m") == 1 and quantity.milli_cpu("0.5m", up=False) == 0
+    assert quantity.mebibytes("1.5Mi") == 2 and quantity.mebibytes("1.5Mi", up=False) == 1
+    assert quantity.mebibytes("1G") == 954 and quantity.milli_cpu("1e3") == 1_000_000
+    node = node_manifests(1, 1, "uniform")[0]
+    node["status"]["allocatable"].update(cpu="7999m", memory="1000001Ki")
+    spec = node_spec(node)
+    assert (spec.cpu_m, spec.mem_mib, spec.gpus, spec.gpu_model) == (7999, 976, 8, "V100")
+    pod = pod_manifest("p", cpu="250m", memory="100M", gpus=2)
+    pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "2"}}}]
+    pod["spec"]["overhead"] = {"cpu": "100m"}
+    spec_pod = pod_spec(pod)
+    assert (spec_pod.cpu_m, spec_pod.mem_mib, spec_pod.gpus) == (2100, 96, 2)

@@ -50,14 +50,16 @@ def _bounded(number: float, value: object, limit: int = LIMIT) -> int:
     return int(number)
 
 
-def milli_cpu(value: object) -> int:
-    """CPU in millicores, rounded up as Kubernetes does."""
-    return _bounded(math.ceil(parse(value) * 1000 - 1e-9), value)
+def milli_cpu(value: object, up: bool = True) -> int:
+    """CPU in millicores, rounded up (requests: Kubernetes rounds sub-milli CPU up) or down (capacity)."""
+    millis = parse(value) * 1000
+    return _bounded(math.ceil(millis - 1e-9) if up else math.floor(millis + 1e-9), value)
 
 
-def mebibytes(value: object) -> int:
-    """Memory in MiB, rounded up (a 1-byte request still occupies memory)."""
-    return _bounded(math.ceil(parse(value) / _MIB - 1e-9), value)
+def mebibytes(value: object, up: bool = True) -> int:
+    """Memory in MiB, rounded up (requests: never under-count) or down (capacity: never over-promise)."""
+    mib = parse(value) / _MIB
+    return _bounded(math.ceil(mib - 1e-9) if up else math.floor(mib + 1e-9), value)
 
 
 def count(value: object, limit: int = LIMIT) -> int:

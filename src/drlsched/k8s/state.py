@@ -77,8 +77,8 @@ def node_spec(node: dict[str, Any]) -> NodeSpec:
         gpus = quantity.count(alloc.get(GPU_RESOURCE, 0), MAX_GPUS)
         return NodeSpec(
             name=name,
-            cpu_m=quantity.milli_cpu(alloc.get("cpu", 0)),
-            mem_mib=quantity.mebibytes(alloc.get("memory", 0)),
+            cpu_m=quantity.milli_cpu(alloc.get("cpu", 0), up=False),
+            mem_mib=quantity.mebibytes(alloc.get("memory", 0), up=False),
             gpus=gpus,
             gpu_model=str(labels.get(GPU_MODEL_LABEL) or labels.get(GFD_MODEL_LABEL) or ("GPU" if gpus else "")),
             rack=str(labels.get(RACK_LABEL, "rack-0")),
