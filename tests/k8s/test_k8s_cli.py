@@ -7,12 +7,17 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
+import kubernetes
 import pytest
+import yaml
 
 from drlsched.testbed import controlplane
 from drlsched.testbed.nodes import node_manifests
 from drlsched.testbed.pods import pod_manifest
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def _drlsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -63,3 +68,16 @@ def test_ab_report_on_a_cluster_without_ab_pods_keeps_the_split(testbed: control
     result = _drlsched("ab-report", "--kubeconfig", str(testbed.kubeconfig), "--namespace", "default")
     assert result.returncode == 0, result.stderr
     assert "decision: keep (too few pods" in result.stdout
+
+
+def test_the_deploy_manifests_are_accepted_by_the_apiserver(testbed: controlplane.Testbed) -> None:
+    """Server-side dry run of every object under deploy/ (validation and defaulting, nothing stored)."""
+    api = testbed.api_client()
+    try:
+        for manifest in sorted(DEPLOY.glob("*.yaml")):
+            if manifest.name == "scheduler-config.yaml":  # kube-scheduler's own file, used by the conftest
+                continue
+            for obj in yaml.safe_load_all(manifest.read_text()):
+                kubernetes.utils.create_from_dict(api, obj, dry_run="All")
+    finally:
+        api.close()
