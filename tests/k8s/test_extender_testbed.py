@@ -3,6 +3,7 @@ still scheduled while the extender is down (ignorable)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import kubernetes
@@ -62,3 +63,18 @@ def test_pods_are_scheduled_while_the_extender_is_down(
         assert extender.extender.requests.get(verb="prioritize", code="200") == before  # nobody asked us
     finally:
         extender.start()
+
+
+def test_bind_verb_binds_through_the_api_and_refuses_a_second_binding(
+    extender: RunningExtender, core: kubernetes.client.CoreV1Api, namespace: str
+) -> None:
+    pod = pod_manifest("tobind", duration=None)
+    pod["spec"]["schedulerName"] = "nobody"  # no scheduler touches it
+    uid = core.create_namespaced_pod(namespace, pod).metadata.uid
+    args = {"PodName": "tobind", "PodNamespace": namespace, "PodUID": uid, "Node": "kwok-cpu-00100"}
+    status, result = extender.extender.handle("bind", json.dumps(args).encode())
+    assert (status, result) == (200, {"Error": ""})
+    assert core.read_namespaced_pod("tobind", namespace).spec.node_name == "kwok-cpu-00100"
+    status, result = extender.extender.handle("bind", json.dumps({**args, "Node": "kwok-cpu-00101"}).encode())
+    assert status == 200 and "409" in result["Error"]  # already bound: an ExtenderBindingResult error
+    assert core.read_namespaced_pod("tobind", namespace).spec.node_name == "kwok-cpu-00100"
