@@ -36,7 +36,7 @@ def test_racks_hold_twenty_nodes_each() -> None:
 
 
 def test_scenario_profile_is_the_scenarios_own_cluster() -> None:
-    from drlsched.kube_objects import mib, millicores
+    from drlsched.k8s.quantity import mebibytes, milli_cpu
     from drlsched.scenarios import make_scenario
 
     manifests = node_manifests(12, 0, "scenario:ml-gpu")
@@ -44,6 +44,6 @@ def test_scenario_profile_is_the_scenarios_own_cluster() -> None:
     assert [m["metadata"]["name"] for m in manifests] == [s.name for s in specs]
     for m, spec in zip(manifests, specs, strict=True):
         alloc = m["status"]["allocatable"]
-        assert millicores(alloc["cpu"]) == spec.cpu_m and mib(alloc["memory"]) == spec.mem_mib
+        assert milli_cpu(alloc["cpu"]) == spec.cpu_m and mebibytes(alloc["memory"]) == spec.mem_mib
         assert int(alloc.get("nvidia.com/gpu", "0")) == spec.gpus
         assert m["metadata"]["labels"].get("drlsched.io/gpu-model", "") == spec.gpu_model
