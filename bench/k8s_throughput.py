@@ -10,9 +10,9 @@ pending pods (1 CPU, 1 GiB, no duration) queued before the scheduler starts:
   the extender;
 - `drlsched-second-scheduler`: `drlsched schedule` (a separate process) for pods naming it in schedulerName.
 
-`pods_per_second` = pods / seconds from the scheduler being started (kube-scheduler: answering healthy; the
-drlsched processes: launched, including their Python start-up and initial list) until the last pod is bound,
-polled every 0.5 s. `bind_span_pods_per_second` uses the pods' own PodScheduled timestamps (1 s resolution)
+`pods_per_second` = pods / seconds from the scheduler answering /healthz (kube-scheduler, drlsched schedule;
+for the extender arm, kube-scheduler once the extender is ready) until the last pod is bound, polled every
+0.5 s. `bind_span_pods_per_second` uses the pods' own PodScheduled timestamps (1 s resolution)
 and leaves start-up out. `ratio_to_kube_scheduler` compares pods_per_second (target for drlsched >= 0.8).
 """
 
@@ -95,8 +95,16 @@ def _measure(arm: str, nodes: int, count: int, policy: str, adaptive: bool) -> d
                 start_scheduler(testbed)
                 started = time.monotonic()
             elif arm == "drlsched-second-scheduler":
+                port = processes.free_ports(1)[0]
+                log = Path(tmp) / "schedule.log"
                 helper = _drlsched(["schedule", "--policy", policy, "--scheduler-name", DRL_SCHEDULER,
-                                    "--kubeconfig", str(testbed.kubeconfig)], Path(tmp) / "schedule.log")
+                                    "--kubeconfig", str(testbed.kubeconfig), "--metrics-port", str(port)], log)
+                # As for kube-scheduler, the clock starts when the process answers /healthz (its Python start-up
+                # left out; its initial list of nodes and pods counted).
+                running = helper
+                processes.wait_until(lambda: processes.http_ok(f"http://{processes.LOOPBACK}:{port}/healthz"), 60,
+                                     lambda: running.poll() is None, "drlsched schedule", log)
+                started = time.monotonic()
             while list_pods(api, NAMESPACE, field_selector="spec.nodeName=", limit=1):
                 if helper is not None and helper.poll() is not None:
                     raise RuntimeError(f"drlsched exited: {(Path(tmp) / 'schedule.log').read_text()[-2000:]}")

@@ -75,7 +75,8 @@ def test_binds_1000_pods_on_200_nodes_none_lost_or_double_bound(
     wait_for(lambda: sum(e["reason"] == "Scheduled" for e in events_json(core, namespace)) >= 1000, 30,
              "1,000 Scheduled events")
     _check_once_each(core, namespace, pods)
-    assert scheduler.stats.bind_conflicts == 0 and scheduler.stats.bind_errors == 0
+    assert scheduler.outcomes.get(outcome="bound") == 1000
+    assert scheduler.outcomes.get(outcome="conflict") == 0 and scheduler.outcomes.get(outcome="bind_error") == 0
     assert len({p["spec"]["nodeName"] for p in pods}) > 100  # k8s-default spreads (LeastAllocated)
 
 

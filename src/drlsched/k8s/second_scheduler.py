@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
@@ -53,16 +53,6 @@ class _Pending:
     not_before: float = 0.0
 
 
-@dataclass
-class Stats:
-    bound: int = 0
-    bind_conflicts: int = 0  # 409s: the pod was bound already (e.g. our bind landed before a restart)
-    bind_errors: int = 0
-    unschedulable: int = 0
-    decisions: int = 0
-    latencies: list[float] = field(default_factory=list)  # seconds per decision
-
-
 class SecondScheduler:
     def __init__(
         self, api: kubernetes.client.ApiClient, policy: Policy, scheduler_name: str,
@@ -75,12 +65,16 @@ class SecondScheduler:
         self.state = ClusterState()
         self.placer = Placer(policy, metrics=metrics)
         self.registry = prom.Registry()
+        # Outcomes: bound, conflict (409: bound already, e.g. by our own bind whose answer was lost),
+        # bind_error (retried), unschedulable (requeued with backoff).
+        self.outcomes = self.registry.add(prom.Counter("drlsched_scheduler_pods_total", "Scheduling outcomes."))
+        self.decision_time = self.registry.add(
+            prom.Histogram("drlsched_scheduler_decision_duration_seconds", "Policy time per pod."))
         if metrics is not None:
             metrics.register(self.registry)
         self.rollout = rollout(self.placer, self.registry) if rollout is not None else None
         self.registry.add(prom.CallbackGauge("drlsched_scheduler_pending_pods", "Pods queued.", self.pending))
         self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist)
-        self.stats = Stats()
         self._pending: dict[str, _Pending] = {}
         self._binding: set[str] = set()  # uids with a bind in flight
         self._cond = threading.Condition()
@@ -170,10 +164,9 @@ class SecondScheduler:
                 choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec, names)
                 if self.rollout is not None:
                     self.rollout.observe_shadow(self.state, pending.spec, choice, names)
-                self.stats.decisions += 1
-                self.stats.latencies.append(time.perf_counter() - started)
+                self.decision_time.observe(time.perf_counter() - started)
                 if choice.node is None:
-                    self.stats.unschedulable += 1
+                    self.outcomes.inc(outcome="unschedulable")
                     self._pool.submit(self._unschedulable, pending, choice.reason)
                     self._requeue(uid, pending)
                     continue
@@ -206,7 +199,7 @@ class SecondScheduler:
             return
         with self._cond:
             self._binding.discard(uid)
-        self.stats.bound += 1
+        self.outcomes.inc(outcome="bound")
         self._event(pending, uid, "Normal", "Scheduled", f"Successfully assigned {pending.namespace}/"
                     f"{pending.name} to {node}")
 
@@ -215,7 +208,7 @@ class SecondScheduler:
         if status == 409:
             # Already bound: by our own earlier bind whose answer was lost (then this is its success), or by
             # someone else. Binding again would be wrong either way; the watch brings the truth.
-            self.stats.bind_conflicts += 1
+            self.outcomes.inc(outcome="conflict")
             with self._cond:
                 self._binding.discard(uid)
             self._report_earlier_bind(uid, pending)
@@ -225,7 +218,7 @@ class SecondScheduler:
             with self._cond:
                 self._binding.discard(uid)
             return
-        self.stats.bind_errors += 1
+        self.outcomes.inc(outcome="bind_error")
         log.warning("binding %s/%s to %s failed (%s); retrying", pending.namespace, pending.name, node,
                     getattr(err, "reason", None) or type(err).__name__)
         self.state.delete_pod(uid)
@@ -240,7 +233,7 @@ class SecondScheduler:
             return
         node = pod.get("spec", {}).get("nodeName")
         if pod.get("metadata", {}).get("uid") == uid and node and node == self.state.pod_node(uid):
-            self.stats.bound += 1
+            self.outcomes.inc(outcome="bound")
             self._event(pending, uid, "Normal", "Scheduled",
                         f"Successfully assigned {pending.namespace}/{pending.name} to {node}")
 
