@@ -183,10 +183,15 @@ def write_curve(out: Path, rows: list[dict[str, float]]) -> None:
 
     pts = [r for r in rows if "reward_per_step" in r]
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
-    ax[0].plot([r["step"] for r in pts], [r["reward_per_step"] for r in pts])
-    ax[0].set(xlabel="env steps", ylabel="mean reward per step", title="reward")
     util = [r for r in pts if not math.isnan(r.get("cpu_util", math.nan))]
-    ax[1].plot([r["step"] for r in util], [r["cpu_util"] for r in util], marker=".")
+    for a, sel, key in ((ax[0], pts, "reward_per_step"), (ax[1], util, "cpu_util")):
+        x, y = [r["step"] for r in sel], [r[key] for r in sel]
+        a.plot(x, y, color="tab:blue", alpha=0.35, linewidth=0.8)
+        k = max(1, len(y) // 25)  # moving average: episodes and workloads make single updates noisy
+        smooth = [sum(y[max(0, i - k + 1):i + 1]) / len(y[max(0, i - k + 1):i + 1]) for i in range(len(y))]
+        a.plot(x, smooth, color="tab:blue", linewidth=2, label=f"mean of {k}")
+        a.legend(loc="lower right", fontsize=8)
+    ax[0].set(xlabel="env steps", ylabel="mean reward per step", title="reward")
     ax[1].set(xlabel="env steps", ylabel="CPU utilisation (finished episodes)", title="utilisation")
     fig.tight_layout()
     fig.savefig(out / "curve.png", dpi=90)
