@@ -22,7 +22,7 @@ from drlsched.policies import BASELINES
 from drlsched.rl.checkpoint import load_policy
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.evaluation import compare
-from drlsched.rl.reward import RewardWeights
+from drlsched.rl.reward import PRESETS, RewardWeights
 
 
 def main() -> None:
@@ -35,13 +35,14 @@ def main() -> None:
     ap.add_argument("--duration", type=float)
     ap.add_argument("--load", type=float)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--reward-preset", choices=sorted(PRESETS), help="judge by this preset, not the training reward")
     args = ap.parse_args()
     learned = [p for p in args.policies.split(",") if p]
     _, header = load_policy(learned[0].split(":", 1)[1])
     meta = header["meta"]
     cfg = EnvConfig(scenario=args.scenario or meta["scenario"], nodes=args.nodes or meta["nodes"],
                     duration_s=args.duration or meta["duration_s"], load=args.load or meta["load"],
-                    reward=RewardWeights(**meta["reward"]))
+                    reward=PRESETS[args.reward_preset] if args.reward_preset else RewardWeights(**meta["reward"]))
     policies = [b for b in args.baselines.split(",") if b] + learned
     t0 = time.perf_counter()
     result = compare(policies, cfg, list(range(args.seeds)), jobs=args.jobs)

@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -29,7 +30,7 @@ from drlsched.rl.env import EnvConfig
 from drlsched.rl.evaluation import compare
 from drlsched.rl.network import NetConfig, SchedulerNet
 from drlsched.rl.ppo import PPOSettings, train_ppo
-from drlsched.rl.reward import PRESETS
+from drlsched.rl.reward import PRESETS, load_reward
 
 VALIDATION_SEED0 = 900
 
@@ -40,7 +41,9 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=10)
     ap.add_argument("--duration", type=float, default=900.0)
     ap.add_argument("--load", type=float, default=2.0)
-    ap.add_argument("--reward-preset", default="ecommerce", choices=sorted(PRESETS))
+    ap.add_argument("--reward-preset", default="ecommerce", choices=sorted(PRESETS),
+                    help="the objective snapshots are judged by (and trained on, unless --reward)")
+    ap.add_argument("--reward", help="train on the weights in this YAML file instead")
     ap.add_argument("--algo", default="ppo", choices=("ppo", "dqn"))
     ap.add_argument("--encoder", default="lstm", choices=("lstm", "framestack"))
     ap.add_argument("--minutes", type=float, default=10.0)
@@ -58,6 +61,7 @@ def main() -> None:
     torch.set_num_threads(1)
     cfg = EnvConfig(scenario=args.scenario, nodes=args.nodes, duration_s=args.duration, load=args.load,
                     reward=PRESETS[args.reward_preset])
+    train_cfg = replace(cfg, reward=load_reward(args.reward)) if args.reward else cfg
     tmp = Path(tempfile.mkdtemp(prefix="rl_time_to_beat-"))
     net = SchedulerNet(NetConfig(encoder=args.encoder))
     snaps: list[tuple[float, int, Path]] = []
@@ -76,11 +80,11 @@ def main() -> None:
         s = PPOSettings(total_steps=10**9, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
                         bc_steps=args.bc_steps, shared_workload=args.shared_workload, gamma=args.gamma,
                         lr=args.lr)
-        _, rows = train_ppo(s, cfg, net.cfg, net=net, on_update=snapshot)
+        _, rows = train_ppo(s, train_cfg, net.cfg, net=net, on_update=snapshot)
     else:
         d = DQNSettings(total_steps=10**9, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
                         gamma=args.gamma, lr=args.lr)
-        _, rows = train_dqn(d, cfg, net.cfg, net=net, on_log=snapshot)
+        _, rows = train_dqn(d, train_cfg, net.cfg, net=net, on_log=snapshot)
     train_wall = time.perf_counter() - t0
     final = tmp / "final.pt"
     save_policy(final, net, args.algo, {"steps": int(rows[-1]["step"])})
@@ -88,7 +92,7 @@ def main() -> None:
     if args.out:
         save_policy(args.out, net, args.algo, {"scenario": args.scenario, "nodes": args.nodes,
                                                "duration_s": args.duration, "load": args.load,
-                                               "reward": cfg.reward.to_dict(), "steps": int(rows[-1]["step"]),
+                                               "reward": train_cfg.reward.to_dict(), "steps": int(rows[-1]["step"]),
                                                "wall_s": train_wall, "seed": args.seed})
 
     seeds = list(range(VALIDATION_SEED0, VALIDATION_SEED0 + args.seeds))
@@ -107,7 +111,8 @@ def main() -> None:
             first = entry
     print(json.dumps({"bench": "rl_time_to_beat", "algo": args.algo, "encoder": args.encoder,
                       "scenario": args.scenario, "nodes": args.nodes, "duration_s": args.duration,
-                      "load": args.load, "reward": cfg.reward.to_dict(), "bc_steps": args.bc_steps,
+                      "load": args.load, "reward": cfg.reward.to_dict(),
+                      "train_reward": train_cfg.reward.to_dict(), "bc_steps": args.bc_steps,
                       "shared_workload": args.shared_workload, "validation_seeds": seeds,
                       "k8s_default_return": base, "k8s_default_sla_violation_rate":
                       result["k8s-default"].get("sla_violation_rate"),  # type: ignore[union-attr]

@@ -120,7 +120,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.ctx is None:
             raise RuntimeError(f"workload seed {wseed} asked for no decision at all")
         self.tracker.step(0)  # rewards count from the first decision on
-        self.jobs_in_system = len(self.sim.jobs)
+        self._count_state()
         self.obs = self.builder.observe(self.ctx)
         return self.obs, self._info()
 
@@ -133,10 +133,10 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         invalid = not (0 <= a < self.obs["action_mask"].size) or not self.obs["action_mask"][a]
         self.ctx = self._advance(None if invalid else decision_for(a, self.ctx))
         self.steps += 1
-        reward, terms = self.tracker.step(self.jobs_in_system)
+        reward, terms = self.tracker.step(self.jobs_in_system, self.saturated_nodes)
         if invalid:
             reward -= self.cfg.invalid_penalty
-        self.jobs_in_system = len(self.sim.jobs)  # type: ignore[union-attr]
+        self._count_state()
         terminated = self.ctx is None
         truncated = not terminated and self.cfg.max_steps is not None and self.steps >= self.cfg.max_steps
         if terminated:
@@ -158,6 +158,14 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
             d = self.expert.select(self.ctx)
             info["expert_action"] = action_for(d, self.ctx) if d is not None else -1
         return info
+
+    def _count_state(self) -> None:
+        """Counts the next reward interval starts from (jobs in the system, CPU-saturated nodes)."""
+        sim = self.sim
+        assert sim is not None
+        self.jobs_in_system = len(sim.jobs)
+        c = sim.cluster
+        self.saturated_nodes = int(np.count_nonzero(c.use_cpu > c.cap_cpu))
 
     def action_mask(self) -> np.ndarray:
         """int8[N * G]: the current joint (node, GPU option) mask."""

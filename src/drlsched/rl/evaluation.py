@@ -28,7 +28,8 @@ def episode(policy_name: str, env_cfg: EnvConfig, seed: int) -> dict[str, float]
     obs, _ = env.reset(seed=seed, options={"workload_seed": seed})
     policy = make_policy(policy_name)
     policy.reset(env.sim.cluster, np.random.default_rng(seed))  # type: ignore[union-attr]
-    total, terms_sum, steps = 0.0, dict.fromkeys(("utilization", "violation", "migration", "jct", "traffic"), 0.0), 0
+    total, terms_sum, steps = 0.0, dict.fromkeys(
+        ("utilization", "violation", "migration", "jct", "traffic", "saturation"), 0.0), 0
     while True:
         ctx = env.ctx
         assert ctx is not None

@@ -1,5 +1,6 @@
 """The training reward, per decision step:
-R = α·utilisation − β·violation − γ·migration (− δ·jobs-in-system − ε·cross-node traffic, both optional, 0 by default).
+R = α·utilisation − β·violation − γ·migration (− δ·jobs-in-system − ε·cross-node traffic − ζ·saturation, optional
+terms, 0 by default).
 
 Each step covers the simulated interval (t_prev, t_now] between two consecutive decisions (the last step runs to
 the end of the simulation), and reads the simulator's running sums:
@@ -10,7 +11,9 @@ the end of the simulation), and reads the simulator's running sums:
 - jobs-in-system (the optional JCT/slowdown term): Δt / τ × jobs submitted and not finished, divided by the
   node count; by Little's law its episode sum is proportional to the mean job completion time;
 - traffic (optional): cross-node traffic in the interval in GB (`acc.cross_node_mb` / 1000): shuffle reads from
-  parent tasks' pods on other nodes and service traffic with the job's pods on other nodes.
+  parent tasks' pods on other nodes and service traffic with the job's pods on other nodes;
+- saturation (optional, a dense stand-in for SLA violations): Δt / τ × CPU-saturated nodes (measured usage above
+  capacity, where services accumulate the saturated time that makes them violate) at the interval start / N.
 τ (`time_scale_s`) only sets the scale of the time-integrated terms against the per-event ones.
 """
 
@@ -35,6 +38,7 @@ class RewardWeights:
     migration: float = 0.1
     jct: float = 0.0
     traffic: float = 0.0
+    saturation: float = 0.0
     time_scale_s: float = 10.0
 
     def to_dict(self) -> dict[str, float]:
@@ -87,8 +91,8 @@ class RewardTracker:
         a = self.sim.acc
         return a.cpu_use_s, a.gpu_use_s, a.ls_violations, a.migrations, self.sim.now, a.cross_node_mb
 
-    def step(self, jobs_in_system: int) -> tuple[float, dict[str, float]]:
-        """The reward since the previous call and its terms; `jobs_in_system` is counted at the interval start."""
+    def step(self, jobs_in_system: int, saturated_nodes: int = 0) -> tuple[float, dict[str, float]]:
+        """The reward since the previous call and its terms; the counts are taken at the interval start."""
         cpu, gpu, viol, mig, now, mb = self._read()
         cpu0, gpu0, viol0, mig0, t0, mb0 = self._last
         self._last = (cpu, gpu, viol, mig, now, mb)
@@ -98,8 +102,10 @@ class RewardTracker:
             util = 0.5 * (util + (gpu - gpu0) / self.total_gpu)
         util /= tau
         terms = {"utilization": util, "violation": float(viol - viol0), "migration": float(mig - mig0),
-                 "jct": (now - t0) / tau * jobs_in_system / self.nodes, "traffic": (mb - mb0) / 1000.0}
+                 "jct": (now - t0) / tau * jobs_in_system / self.nodes, "traffic": (mb - mb0) / 1000.0,
+                 "saturation": (now - t0) / tau * saturated_nodes / self.nodes}
         w = self.w
         reward = (w.utilization * terms["utilization"] - w.violation * terms["violation"]
-                  - w.migration * terms["migration"] - w.jct * terms["jct"] - w.traffic * terms["traffic"])
+                  - w.migration * terms["migration"] - w.jct * terms["jct"] - w.traffic * terms["traffic"]
+                  - w.saturation * terms["saturation"])
         return reward, terms
