@@ -272,7 +272,10 @@ def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], 
     events: list[tuple[float, int, PodRecord]] = []
     for r in bound:
         events.append((r.bound, 1, r))
-        events.append((r.ended if r.ended >= 0 else end, -1, r))
+        # Releases sort before allocations at the same instant (capacity frees first), except a pod's own
+        # release, which must follow its allocation when it ends the instant it is bound (or never ended).
+        stop = max(r.ended if r.ended >= 0 else end, r.bound)
+        events.append((stop, -1 if stop > r.bound else 2, r))
     events.sort(key=lambda e: (e[0], e[1]))
     shapes = ShapeCounter()
     gpu_ids: dict[str, tuple[int, ...]] = {}
@@ -294,6 +297,8 @@ def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], 
         prev = t
         spec, node = r.spec, index[r.node]
         req = cluster.request(spec)
+        if sign == 2:
+            sign = -1
         if sign > 0:
             shapes.add(req.cpu, req.gpus, req.gpu_milli, req.model_mask)
             ids = cluster.pick_gpus(node, req) if cluster.feasible(req)[node] else ()

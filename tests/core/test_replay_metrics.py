@@ -1,0 +1,32 @@
+"""Metrics of a replay computed from an observed timeline (no cluster needed)."""
+
+import pytest
+
+from drlsched.cluster import Cluster
+from drlsched.replay import PodRecord, _metrics
+from drlsched.workload import NodeSpec, PodSpec, QoS
+
+
+def rec(name, job, node, ready, bound, ended, cpu=1000, **kw):
+    spec = PodSpec(name, job, 0.0, cpu, 1024, usage_cpu=0.5, **kw)
+    return PodRecord(spec, name, ready=ready, bound=bound, started=bound if bound >= 0 else -1.0, ended=ended,
+                     node=node)
+
+
+def test_timeline_metrics_in_workload_seconds():
+    cluster = Cluster([NodeSpec("a", 4000, 8192), NodeSpec("b", 4000, 8192)])
+    records = [
+        rec("p1", "j1", "a", 0.0, 0.1, 1.1),
+        rec("p2", "j1", "b", 0.0, 0.2, 2.0, qos=QoS.LS),
+        rec("p3", "j2", "a", 1.0, 1.0, 1.0),  # ended the instant it was bound
+        rec("p4", "j3", "b", 2.0, 2.5, -1.0),  # still running, bound after every pod that finished
+        rec("p5", "j4", "", 2.0, -1.0, -1.0),  # never placed
+    ]
+    m = _metrics(records, cluster, speedup=10.0)
+    assert m["pods_scheduled"] == 4 and m["pods_unschedulable"] == 1
+    assert m["jct_p50_s"] == pytest.approx(10.0)  # j2: 0 s; j1: 20 s (jobs not finished are left out)
+    assert m["sla_violation_rate"] == 0.0  # p2 waited 2 s of workload time
+    assert m["makespan_s"] == pytest.approx(20.0)
+    # p1 (10 s) + p2 (18 s) of 1000m each over 20 s of 8000m: (10 + 18) * 1000 / (20 * 8000).
+    assert m["cpu_alloc"] == pytest.approx(28 / 160)
+    assert m["cpu_util"] == pytest.approx(0.5 * 28 / 160)
