@@ -407,6 +407,8 @@ class Simulator:
                 r = r0 if g == run.spec.gpus else c.request(run.spec, g)
                 options.append(Option(g, r, c.feasible(r)))
             ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
+            if self.policy.wants_data_nodes and run.spec.parents:
+                ctx.data_nodes = Counter(n for p in run.spec.parents for n in run.job.tasks.get(p, (0, 0, []))[2])
             decision = yield ctx
             if decision is None:
                 self.unschedulable.append(run)

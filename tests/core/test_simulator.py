@@ -183,3 +183,23 @@ def test_driving_decisions_by_hand_equals_run():
     drop = ("wall_s", "placements_per_s")
     assert {k: v for k, v in got.items() if k not in drop} == {k: v for k, v in expected.items() if k not in drop}
     assert count >= got["pods_scheduled"]
+
+
+def test_data_nodes_tell_where_parent_output_lives():
+    seen = {}
+
+    class Watching(Policy):
+        name = "watch"
+        wants_data_nodes = True
+
+        def select(self, ctx):
+            from drlsched.policies.base import Decision
+
+            seen[ctx.pod.uid] = dict(ctx.data_nodes)
+            return Decision(int(np.flatnonzero(ctx.options[0].feasible)[0]), 0)
+
+    parents = [fixed(f"m{i}", 0.0, job="j", task="M1", work=5.0) for i in range(3)]
+    child = fixed("r", 0.0, job="j", task="R2", work=5.0, parents=("M1",))
+    nodes = [NodeSpec("a", 1000, 8192), NodeSpec("b", 1000, 8192), NodeSpec("c", 1000, 8192)]
+    Simulator(wl(nodes, [*parents, child]), Watching(), 0).run()
+    assert seen["r"] == {0: 1, 1: 1, 2: 1} and seen["m0"] == {}

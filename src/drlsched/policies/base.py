@@ -32,6 +32,9 @@ class PodContext:
     now: float
     job_nodes: dict[int, int] = field(default_factory=dict)  # node -> pods of the same job placed there
     typical: TypicalPods | None = None
+    # node -> finished pods of the parent tasks there (where the pod's shuffle input lives); filled only for
+    # policies whose `wants_data_nodes` is set, since counting them costs time on every DAG pod.
+    data_nodes: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,7 @@ class Policy:
     """Chooses a node (and GPU count) for one pod, or None to leave it pending."""
 
     name = "policy"
+    wants_data_nodes = False
 
     def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
         self.cluster = cluster
