@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from drlsched.cli_sim import _fmt, _non_negative_int, _positive_float, add_workload_arguments, workload_factory
+from drlsched.cli_args import non_negative_int, positive_float
+from drlsched.cli_sim import _fmt, add_workload_arguments, workload_factory
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -88,11 +89,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "drlsched extender), or the drlsched second scheduler (schedulerName drl-scheduler)")
     p.add_argument("--policy", metavar="NAME", help="the drlsched policy serving the extender or second scheduler "
                                                      "(recorded in the result)")
-    p.add_argument("--speedup", type=_positive_float, default=1.0, help="time compression factor (default 1)")
+    p.add_argument("--speedup", type=positive_float, default=1.0, help="time compression factor (default 1)")
     p.add_argument("--namespace", default="drlsched-replay", help="namespace for the pods (created if missing)")
-    p.add_argument("--pending-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+    p.add_argument("--pending-timeout", type=positive_float, default=30.0, metavar="SECONDS",
                    help="stop when nothing has changed for this long after the last arrival (default 30)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="workload seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="workload seed (default 0)")
     p.add_argument("--json", required=True, metavar="FILE|-", help="write the metrics JSON here (- for stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_replay)

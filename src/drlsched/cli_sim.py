@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -23,45 +23,18 @@ from drlsched.workload import Workload
 MAX_SEEDS = 1000
 
 
-def _int_at_least(minimum: int):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """--scenario or --trace, and the sizes every workload command shares."""
     p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
                    help=f"synthetic scenario: {', '.join(SCENARIOS)}")
     add_trace_arguments(p)
-    p.add_argument("--nodes", type=_positive_int, help="cluster size (default: the scenario's or the trace's)")
-    p.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="arrival window in seconds")
-    p.add_argument("--load", type=_positive_float, default=1.0,
+    p.add_argument("--nodes", type=positive_int, help="cluster size (default: the scenario's or the trace's)")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="arrival window in seconds")
+    p.add_argument("--load", type=positive_float, default=1.0,
                    help="arrival-rate factor; 1 offers about 80%% of the bottleneck resource (default 1)")
-    p.add_argument("--tick", type=_positive_float, metavar="SECONDS",
+    p.add_argument("--tick", type=positive_float, metavar="SECONDS",
                    help="usage resampling and metric sampling period (default max(15 s, duration/4000))")
-    p.add_argument("--rebalance", type=_positive_float, metavar="SECONDS",
+    p.add_argument("--rebalance", type=positive_float, metavar="SECONDS",
                    help="rebalancing period at which policies may migrate pods (default: off)")
     p.add_argument("--allow-unschedulable", action="store_true",
                    help="count pods that fit no node even when empty, instead of stopping with an error")
@@ -238,7 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "JSON.")
     add_workload_arguments(p)
     p.add_argument("--policy", required=True, metavar="NAME", help=f"one of: {', '.join(BASELINES)}")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="FILE|-", help="write the metrics JSON to FILE, or to stdout with -")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_simulate)
@@ -248,10 +221,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "report.md and plots to --out.")
     add_workload_arguments(e)
     e.add_argument("--policies", required=True, metavar="A,B,C", help="comma-separated policy names")
-    e.add_argument("--seeds", type=_positive_int, default=3, help="number of seeds (default 3)")
-    e.add_argument("--seed", type=_non_negative_int, default=0, help="first seed (default 0)")
+    e.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (default 3)")
+    e.add_argument("--seed", type=non_negative_int, default=0, help="first seed (default 0)")
     e.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    e.add_argument("--jobs", type=_positive_int, default=default_jobs(),
+    e.add_argument("--jobs", type=positive_int, default=default_jobs(),
                    help="parallel worker processes (default: up to 2)")
     e.add_argument("--include", nargs="+", metavar="FILE",
                    help="metrics JSON files from `replay --json` (or `simulate --json`) to report beside the runs")

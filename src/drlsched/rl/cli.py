@@ -12,38 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.errors import UserError
 from drlsched.scenarios import SCENARIOS
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be non-negative, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,23 +29,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rew.add_argument("--reward-preset", choices=("ecommerce", "batch"),
                      help="reward weights preset (default: the scenario's own if it has one, else batch)")
     rew.add_argument("--reward", metavar="FILE", help="reward weights from a YAML file (see docs/learning.md)")
-    p.add_argument("--steps", type=_positive_int, help="env steps (pod decisions) to train for (default 100000)")
-    p.add_argument("--minutes", type=_positive_float, help="wall-clock budget in minutes")
-    p.add_argument("--envs", type=_positive_int, default=8, help="parallel envs (default 8)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (default 0)")
-    p.add_argument("--nodes", type=_positive_int, default=10, help="cluster size of the training windows (10)")
-    p.add_argument("--duration", type=_positive_float, default=120.0, metavar="SECONDS",
+    p.add_argument("--steps", type=positive_int, help="env steps (pod decisions) to train for (default 100000)")
+    p.add_argument("--minutes", type=positive_float, help="wall-clock budget in minutes")
+    p.add_argument("--envs", type=positive_int, default=8, help="parallel envs (default 8)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--nodes", type=positive_int, default=10, help="cluster size of the training windows (10)")
+    p.add_argument("--duration", type=positive_float, default=120.0, metavar="SECONDS",
                    help="arrival window of each training episode in seconds (default 120)")
-    p.add_argument("--load", type=_positive_float, default=1.0, help="arrival-rate factor (default 1.0)")
+    p.add_argument("--load", type=positive_float, default=1.0, help="arrival-rate factor (default 1.0)")
     p.add_argument("--encoder", choices=("lstm", "framestack"), default="lstm",
                    help="state encoder over the metric history (framestack: the ablation)")
-    p.add_argument("--bc-steps", type=_non_negative_int, default=0,
+    p.add_argument("--bc-steps", type=non_negative_int, default=0,
                    help="PPO: behaviour-cloning warm start from k8s-default over this many decisions "
                         "(default 0; 16000 takes about 20 s)")
-    p.add_argument("--shared-workload", type=_positive_int, default=1, metavar="K",
+    p.add_argument("--shared-workload", type=positive_int, default=1, metavar="K",
                    help="PPO: groups of K envs replay the same workloads, with a per-group baseline (default 1)")
-    p.add_argument("--gamma", type=_positive_float, default=0.99, help="discount factor (default 0.99)")
-    p.add_argument("--lr", type=_positive_float, default=2.5e-4, help="learning rate (default 2.5e-4)")
+    p.add_argument("--gamma", type=positive_float, default=0.99, help="discount factor (default 0.99)")
+    p.add_argument("--lr", type=positive_float, default=2.5e-4, help="learning rate (default 2.5e-4)")
     p.add_argument("--resume", action="store_true", help="continue from the weights in DIR/policy.pt")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
