@@ -39,6 +39,8 @@ EPS = 1e-7
 
 # Event kinds, in the order they are handled at one instant.
 _START, _NODE_DONE, _SERVICE_END, _TICK, _REBALANCE = range(5)
+# Pod states.
+_WAITING, _PENDING, _STARTING, _RUNNING, _DONE = range(5)
 
 
 @dataclass
@@ -88,7 +90,7 @@ class _Run:
         self.gpu_ids: tuple[int, ...] = ()
         self.gpus = spec.gpus
         self.req: PodRequest | None = None
-        self.state = 0
+        self.state = _WAITING
         self.epoch = 0
         self.slot = -1
         self.sat0 = 0.0
@@ -240,7 +242,7 @@ class Simulator:
                 self._start(run, t)
         elif kind == _SERVICE_END:
             run, epoch = data  # type: ignore[misc]
-            if run.epoch == epoch and run.state == 3:
+            if run.epoch == epoch and run.state == _RUNNING:
                 self._complete(run, t)
         elif kind == _TICK:
             self._tick(t)
@@ -358,7 +360,7 @@ class Simulator:
 
     def _enqueue(self, run: _Run, t: float) -> None:
         run.ready_t = t
-        run.state = 1
+        run.state = _PENDING
         self.pending_count += 1
         heapq.heappush(self.active, (-run.spec.priority, t, next(self.seq), run))
 
@@ -434,7 +436,7 @@ class Simulator:
             self.acc.pods_scheduled += 1
             self.acc.pending.append(t - run.ready_t)
         self.pending_count -= 1
-        run.state = 2
+        run.state = _STARTING
         self.starting += 1
         run.job.placed[d.node] += 1
         run.job.racks[int(c.rack[d.node])] += 1
@@ -450,7 +452,7 @@ class Simulator:
         spec, c, node = run.spec, self.cluster, run.node
         self.starting -= 1
         c.starting_cpu[node] -= run.req.cpu  # type: ignore[union-attr]
-        run.state = 3
+        run.state = _RUNNING
         if run.start_t < 0:
             run.start_t = t
         self.by_uid[spec.uid] = run
@@ -586,7 +588,7 @@ class Simulator:
 
     def _complete(self, run: _Run, t: float, replan: bool = True) -> None:
         self._stop(run, t, replan)
-        run.state = 4
+        run.state = _DONE
         spec, job, a = run.spec, run.job, self.acc
         a.pods_finished += 1
         a.last_finish = max(a.last_finish, t)
