@@ -39,6 +39,19 @@ def test_spread_versus_pack():
     assert pick("first-fit", two_nodes(), pod) == 0
 
 
+def test_data_local_follows_the_shuffle_input_then_the_job():
+    c = two_nodes()  # k8s-default alone would spread to node b
+    pod = PodSpec("p", "j", 0.0, 1000, 2048, parents=("map",), shuffle_in_mb=10.0)
+    policy = make_policy("data-local")
+    policy.reset(c, np.random.default_rng(0))
+    ctx = ctx_for(c, pod)
+    assert policy.select(ctx).node == 1
+    ctx.data_nodes = {0: 3, 1: 1}
+    assert policy.select(ctx).node == 0
+    ctx.data_nodes, ctx.job_nodes = {}, {0: 2}
+    assert policy.select(ctx).node == 0
+
+
 def test_tetris_prefers_aligned_free_space():
     # Pod is CPU-heavy; node a has lots of free CPU but little memory, node b the opposite.
     c = Cluster([NodeSpec("a", 8000, 8192), NodeSpec("b", 8000, 8192)])
@@ -131,3 +144,14 @@ def test_gpu_model_constraint_and_taints_filter():
                        tolerations=("dedicated",))
     assert c.feasible(c.request(tolerant)).tolist() == [False, True]
     assert c.feasible(c.request(PodSpec("r", "j", 0.0, 100, 100))).tolist() == [True, False]
+
+
+def test_data_local_cuts_shuffle_traffic_on_spark():
+    from drlsched.scenarios import make_scenario
+    from drlsched.simulator import Simulator
+
+    traffic = {}
+    for name in ("k8s-default", "data-local"):
+        wl = make_scenario("spark-tpcds", nodes=10, duration=300.0, seed=4)
+        traffic[name] = Simulator(wl, make_policy(name), 4).run()["cross_node_traffic_gb"]
+    assert traffic["data-local"] < 0.9 * traffic["k8s-default"]

@@ -99,3 +99,25 @@ def test_any_node_count() -> None:
         env = SchedulingEnv(EnvConfig(scenario="batch", nodes=n, duration_s=10.0))
         obs, _ = env.reset(seed=0)
         assert obs["nodes"].shape[0] == n and env.action_space.n == n * MAX_OPTIONS
+
+
+def test_data_locality_features_follow_the_parent_tasks_pods() -> None:
+    env = SchedulingEnv(EnvConfig(scenario="spark-tpcds", nodes=6, duration_s=120.0, expert="k8s-default"))
+    obs, info = env.reset(seed=2)
+    seen = 0
+    for _ in range(3000):
+        ctx = env.ctx
+        assert ctx is not None
+        share = obs["nodes"][:, 17]
+        if ctx.pod.parents:
+            # The simulator's own record of where each parent-task pod ran.
+            where = [n for p in ctx.pod.parents for n in env.sim.jobs[ctx.pod.job_id].tasks[p][2]]  # type: ignore[union-attr]
+            expected = np.bincount(where, minlength=ctx.cluster.size) / len(where)
+            assert np.allclose(share, expected, atol=1e-6)
+            seen += 1
+        else:
+            assert not share.any()
+        obs, _, term, trunc, info = env.step(info["expert_action"])
+        if term or trunc or seen >= 20:
+            break
+    assert seen >= 20

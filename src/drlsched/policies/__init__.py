@@ -8,7 +8,7 @@ from drlsched.errors import UserError
 from drlsched.fragmentation import TypicalPods
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
 from drlsched.policies.fgd import FGD
-from drlsched.policies.heuristics import FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
+from drlsched.policies.heuristics import DataLocal, FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
 from drlsched.policies.k8s_default import K8sDefault
 
 BASELINES: dict[str, Callable[[], Policy]] = {
@@ -20,6 +20,7 @@ BASELINES: dict[str, Callable[[], Policy]] = {
     "trimaran": Trimaran,
     "first-fit": FirstFit,
     "random": RandomFit,
+    "data-local": DataLocal,
 }
 
 

@@ -26,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"training scenario: {', '.join(sorted(SCENARIOS))} (default batch)")
     p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="algorithm (default ppo)")
     rew = p.add_mutually_exclusive_group()
-    rew.add_argument("--reward-preset", choices=("ecommerce", "batch"),
-                     help="reward weights preset (default: the scenario's own if it has one, else batch)")
+    rew.add_argument("--reward-preset", choices=("ecommerce", "batch", "traffic"),
+                     help="reward weights preset (default: the scenario's own — ecommerce for ecommerce, traffic "
+                          "for spark-tpcds — else batch)")
     rew.add_argument("--reward", metavar="FILE", help="reward weights from a YAML file (see docs/learning.md)")
     p.add_argument("--steps", type=positive_int, help="env steps (pod decisions) to train for (default 100000)")
     p.add_argument("--minutes", type=positive_float, help="wall-clock budget in minutes")
@@ -40,8 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--encoder", choices=("lstm", "framestack"), default="lstm",
                    help="state encoder over the metric history (framestack: the ablation)")
     p.add_argument("--bc-steps", type=non_negative_int, default=0,
-                   help="PPO: behaviour-cloning warm start from k8s-default over this many decisions "
+                   help="PPO: behaviour-cloning warm start from --bc-expert over this many decisions "
                         "(default 0; 16000 takes about 20 s)")
+    p.add_argument("--bc-expert", default="k8s-default", metavar="POLICY",
+                   help="PPO: the baseline imitated by the warm start (default k8s-default)")
     p.add_argument("--shared-workload", type=positive_int, default=1, metavar="K",
                    help="PPO: groups of K envs replay the same workloads, with a per-group baseline (default 1)")
     p.add_argument("--gamma", type=positive_float, default=0.99, help="discount factor (default 0.99)")
@@ -53,15 +56,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from drlsched.rl.reward import PRESETS, load_reward
+    from drlsched.rl.reward import PRESETS, SCENARIO_PRESETS, load_reward
 
     out = Path(args.out)
     if args.reward:
         weights = load_reward(args.reward)
         reward_name = str(args.reward)
     else:
-        reward_name = args.reward_preset or (args.scenario if args.scenario in PRESETS else "batch")
+        reward_name = args.reward_preset or SCENARIO_PRESETS.get(args.scenario, "batch")
         weights = PRESETS[reward_name]
+    from drlsched.policies import BASELINES
+
+    if args.bc_expert not in BASELINES:
+        raise UserError(f"--bc-expert {args.bc_expert!r} is not a baseline; known: {', '.join(BASELINES)}")
     if args.shared_workload > 1 and args.envs % args.shared_workload:
         raise UserError(f"--envs {args.envs} must be a multiple of --shared-workload {args.shared_workload}")
     try:
@@ -109,7 +116,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             from drlsched.rl.ppo import PPOSettings, settings_dict, train_ppo
 
             settings = PPOSettings(total_steps=steps, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
-                                   bc_steps=args.bc_steps, shared_workload=args.shared_workload,
+                                   bc_steps=args.bc_steps, bc_expert=args.bc_expert,
+                                   shared_workload=args.shared_workload,
                                    gamma=args.gamma, lr=args.lr)
             net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar)
         else:

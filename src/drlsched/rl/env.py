@@ -59,6 +59,7 @@ class _Driven(Policy):
     """Stands in for the policy inside the simulator: the env makes every decision through `decisions()`."""
 
     name = "rl-env"
+    wants_data_nodes = True  # the observation's data-locality features
 
 
 class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):

@@ -26,10 +26,10 @@ from drlsched.cluster import Cluster
 from drlsched.policies.base import Decision, PodContext
 from drlsched.workload import GPU_MILLI, QoS
 
-OBS_SPEC_VERSION = 1
+OBS_SPEC_VERSION = 2
 MAX_OPTIONS = 3  # GPU-count option slots per node: the default count first, then elastic alternatives
 HISTORY = 16
-F_NODE = 16
+F_NODE = 18
 F_OPT = 7
 F_POD = 16
 F_HIST = 13
@@ -113,6 +113,14 @@ class ObsBuilder:
         f[:, 14] = c.use_cpu > self.cap_cpu
         # GPU capacity free but stranded on partly used GPUs (fragmentation), as a share of the node's GPUs.
         f[:, 15] = (c.gpu_free.sum(axis=1) - c.full_free_gpus * GPU_MILLI) / self.gpu_cap_den
+        # Data locality: where the pod's shuffle input lives (finished parent-task pods per node). A read from
+        # the node itself is free; from anywhere else it is cross-node traffic.
+        data_here = np.zeros(n)
+        for node, count in ctx.data_nodes.items():
+            data_here[node] = count
+        data_total = data_here.sum()
+        f[:, 16] = np.log1p(data_here)
+        f[:, 17] = data_here / data_total if data_total else 0.0
         return f
 
     def _options(self, ctx: PodContext) -> tuple[np.ndarray, np.ndarray]:

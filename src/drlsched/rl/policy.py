@@ -24,6 +24,8 @@ class LearnedPolicy(Policy):
     decision latency and keeps the comparison with `k8s-default` like for like. `score_all=True` scores every one.
     """
 
+    wants_data_nodes = True  # the observation's data-locality features
+
     def __init__(self, net: SchedulerNet, name: str = "learned", history: int | None = None,
                  score_all: bool = False) -> None:
         self.net = net

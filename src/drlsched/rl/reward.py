@@ -48,7 +48,11 @@ class RewardWeights:
 PRESETS: dict[str, RewardWeights] = {
     "ecommerce": RewardWeights(utilization=0.3, violation=0.6, migration=0.1),
     "batch": RewardWeights(utilization=0.8, violation=0.1, migration=0.1),
+    # Shuffle-heavy DAG jobs (spark-tpcds): cross-node traffic is what placement changes most; utilisation is set
+    # mostly by the workload there, so it gets a small weight.
+    "traffic": RewardWeights(utilization=0.1, violation=0.1, migration=0.1, traffic=1.0),
 }
+SCENARIO_PRESETS = {"ecommerce": "ecommerce", "batch": "batch", "spark-tpcds": "traffic"}
 
 
 def load_reward(path: str | Path) -> RewardWeights:
