@@ -49,3 +49,45 @@ def test_reward_file(tmp_path: Path) -> None:
     bad.write_text("utilisation: 0.5\n")
     with pytest.raises(UserError, match="unknown keys utilisation"):
         load_reward(bad)
+
+
+TRACE = Path(__file__).parent.parent / "traces" / "fixtures" / "alibaba-v2018"
+
+
+def test_train_on_trace_windows_then_evaluate_the_held_out_rest(tmp_path: Path) -> None:
+    out = tmp_path / "trace"
+    trace = ["--trace", str(TRACE), "--trace-format", "alibaba-v2018"]
+    assert main(["train", *trace, "--duration", "300", "--span", "400", "--steps", "128", "--envs", "2",
+                 "--out", str(out), "--quiet"]) == 0
+    meta = json.loads((out / "train.json").read_text())["meta"]
+    assert meta["scenario"] == "alibaba-v2018:alibaba-v2018" and meta["nodes"] is None
+    ev = tmp_path / "ev"
+    assert main(["evaluate", *trace, "--start", "400", "--seeds", "1", "--policies",
+                 f"k8s-default,ppo:{out}", "--out", str(ev), "--quiet", "--jobs", "1"]) == 0
+
+
+def test_train_windows_come_from_the_training_span_only() -> None:
+    import argparse
+
+    from drlsched.rl.trace_windows import TraceWindows
+
+    args = argparse.Namespace(trace=str(TRACE), trace_format="alibaba-v2018", start=0.0, sample_rate=1.0,
+                              max_pods=None, cache=None, skip_bad_rows=False, machine_cpu_millis=None,
+                              machine_memory_mib=None, nodes=None)
+    windows = TraceWindows(args, start_s=100.0, span_s=250.0, window_s=50.0)
+    for seed in range(20):
+        wl = windows(seed)
+        start = float(wl.info["window_start_s"])  # type: ignore[arg-type]
+        assert 100.0 <= start <= 300.0
+        assert all(0.0 <= p.arrival_s < 50.0 for p in wl.pods)  # arrivals count from the window start
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--scenario", "batch"], "not both"),
+    (["--duration", "500", "--span", "400"], "shorter than one window"),
+])
+def test_train_trace_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                            message: str) -> None:
+    argv = ["train", "--trace", str(TRACE), "--trace-format", "alibaba-v2018", *extra, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

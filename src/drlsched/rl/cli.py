@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.errors import UserError
 from drlsched.scenarios import SCENARIOS
+from drlsched.traces import add_trace_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,8 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Train a placement policy on windows of a scenario (workload seeds >= 1000, so "
                                    "seeds below 1000 stay held out for evaluation); writes DIR/policy.pt, "
                                    "DIR/curve.csv, DIR/curve.png and DIR/train.json.")
-    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="batch", metavar="NAME",
-                   help=f"training scenario: {', '.join(sorted(SCENARIOS))} (default batch)")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
+                   help=f"training scenario: {', '.join(sorted(SCENARIOS))} (default batch, unless --trace)")
+    add_trace_arguments(p)
+    p.add_argument("--span", type=positive_float, metavar="SECONDS",
+                   help="with --trace: windows are drawn from [--start, --start + SECONDS) of the trace (default: "
+                        "to its end), so the rest stays held out")
     p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="algorithm (default ppo)")
     rew = p.add_mutually_exclusive_group()
     rew.add_argument("--reward-preset", choices=("ecommerce", "batch", "traffic"),
@@ -34,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--minutes", type=positive_float, help="wall-clock budget in minutes")
     p.add_argument("--envs", type=positive_int, default=8, help="parallel envs (default 8)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
-    p.add_argument("--nodes", type=positive_int, default=10, help="cluster size of the training windows (10)")
+    p.add_argument("--nodes", type=positive_int,
+                   help="cluster size of the training windows (default 10; a trace's own nodes with --trace)")
     p.add_argument("--duration", type=positive_float, default=120.0, metavar="SECONDS",
                    help="arrival window of each training episode in seconds (default 120)")
     p.add_argument("--load", type=positive_float, default=1.0, help="arrival-rate factor (default 1.0)")
@@ -63,12 +71,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         weights = load_reward(args.reward)
         reward_name = str(args.reward)
     else:
-        reward_name = args.reward_preset or SCENARIO_PRESETS.get(args.scenario, "batch")
+        reward_name = args.reward_preset or SCENARIO_PRESETS.get(args.scenario or "", "batch")
         weights = PRESETS[reward_name]
     from drlsched.policies import BASELINES
 
     if args.bc_expert not in BASELINES:
         raise UserError(f"--bc-expert {args.bc_expert!r} is not a baseline; known: {', '.join(BASELINES)}")
+    if args.trace and args.scenario:
+        raise UserError("give --scenario NAME or --trace PATH (with --trace-format), not both")
+    if args.trace and not args.trace_format:
+        raise UserError("--trace needs --trace-format")
+    if args.span is not None and not args.trace:
+        raise UserError("--span applies to --trace only")
     if args.shared_workload > 1 and args.envs % args.shared_workload:
         raise UserError(f"--envs {args.envs} must be a multiple of --shared-workload {args.shared_workload}")
     try:
@@ -84,8 +98,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     from drlsched.rl.network import NetConfig, SchedulerNet
 
     torch.set_num_threads(1)
-    env_cfg = EnvConfig(scenario=args.scenario, nodes=args.nodes, duration_s=args.duration, load=args.load,
-                        reward=weights)
+    stack = contextlib.ExitStack()
+    if args.trace:
+        from drlsched.rl.trace_windows import trace_windows
+
+        if args.cache is None:  # every episode loads a window: parse the trace once, into a store for this run
+            args.cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="drlsched-train-"))
+        windows = trace_windows(args, window_s=args.duration, span_s=args.span)
+        workload_name = f"{args.trace_format}:{Path(args.trace).name}"
+        env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
+                            workload_fn=windows)
+    else:
+        workload_name = args.scenario or "batch"
+        env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
+                            load=args.load, reward=weights)
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0
     net_cfg = NetConfig(encoder=args.encoder)
@@ -98,11 +124,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         net_cfg = net.cfg
         done_before = int(header["meta"].get("steps", 0))
     net = net or SchedulerNet(net_cfg)
-    meta: dict[str, Any] = {"scenario": args.scenario, "nodes": args.nodes, "duration_s": args.duration,
+    meta: dict[str, Any] = {"scenario": workload_name, "nodes": env_cfg.nodes, "duration_s": args.duration,
                             "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
                             "seed": args.seed, "envs": args.envs}
     bar = tqdm(total=None if args.minutes and not args.steps else steps, unit="step", disable=args.quiet,
-               desc=f"{args.algo} on {args.scenario}", file=sys.stderr, dynamic_ncols=True)
+               desc=f"{args.algo} on {workload_name}", file=sys.stderr, dynamic_ncols=True)
     t0 = time.perf_counter()
     last_save = [t0]
 
@@ -128,6 +154,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             net, rows = train_dqn(settings, env_cfg, net_cfg, net=net, on_log=checkpoint, progress=bar)
     finally:
         bar.close()
+        stack.close()
     wall = time.perf_counter() - t0
     trained = int(rows[-1]["step"]) if rows else 0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -141,8 +168,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     (out / "train.json").write_text(json.dumps({**summary, "meta": meta}, indent=2, default=str) + "\n")
     print(f"trained {args.algo} for {trained} steps in {wall:.0f} s; wrote {out / 'policy.pt'} "
           f"(sha256 {digest[:12]}), {out / 'curve.csv'}, {out / 'curve.png'}")
-    print(f"use it with: drlsched evaluate --scenario {args.scenario} --policies "
-          f"k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
+    if args.trace:
+        held_out = "" if args.span is None else f" --start {args.start + args.span:g}"
+        where = f"--trace {args.trace} --trace-format {args.trace_format}{held_out}"
+    else:
+        where = f"--scenario {workload_name}"
+    print(f"use it with: drlsched evaluate {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
     return 0
 
 

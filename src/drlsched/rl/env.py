@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from drlsched.errors import UserError
 from drlsched.policies.base import Decision, PodContext, Policy
 from drlsched.rl.features import (
     F_HIST,
@@ -102,24 +103,17 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         super().reset(seed=seed)
         options = options or {}
         lo, hi = self.cfg.workload_seeds
-        wseed = int(options["workload_seed"]) if "workload_seed" in options else int(self.np_random.integers(lo, hi))
-        self.workload_seed = wseed
-        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False)
-        self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
-        self.tracker = RewardTracker(self.sim, self.cfg.reward)
-        self.builder.reset(self.sim.cluster)
-        if self.cfg.expert:
-            from drlsched.policies import make_policy
-
-            self.expert = make_policy(self.cfg.expert)
-            self.expert.reset(self.sim.cluster, np.random.default_rng(wseed))
-        self.gen = self.sim.decisions()
-        self.metrics = None
-        self.steps = 0
-        self.jobs_in_system = 0
-        self.ctx = self._advance(None, first=True)
+        chosen = "workload_seed" in options
+        # A drawn window with nothing to place (a quiet stretch of a trace) is skipped for the next draw.
+        for _ in range(1 if chosen else 100):
+            wseed = int(options["workload_seed"]) if chosen else int(self.np_random.integers(lo, hi))
+            self._start(wseed)
+            if self.ctx is not None:
+                break
         if self.ctx is None:
-            raise RuntimeError(f"workload seed {wseed} asked for no decision at all")
+            raise UserError(f"workload seed {wseed} asks for no decision at all" if chosen else
+                            "100 drawn workload windows in a row ask for no decision: the workload is too sparse "
+                            "(for a trace, use a longer --duration window)")
         self.tracker.step(0)  # rewards count from the first decision on
         self._count_state()
         self.obs = self.builder.observe(self.ctx)
@@ -152,6 +146,24 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         return self.obs, float(reward), terminated, truncated, info
 
     # --- helpers ----------------------------------------------------------------------------------------------
+
+    def _start(self, wseed: int) -> None:
+        """A fresh simulation of workload `wseed`, advanced to its first decision (`self.ctx`, None if none)."""
+        self.workload_seed = wseed
+        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False)
+        self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
+        self.tracker = RewardTracker(self.sim, self.cfg.reward)
+        self.builder.reset(self.sim.cluster)
+        if self.cfg.expert:
+            from drlsched.policies import make_policy
+
+            self.expert = make_policy(self.cfg.expert)
+            self.expert.reset(self.sim.cluster, np.random.default_rng(wseed))
+        self.gen = self.sim.decisions()
+        self.metrics = None
+        self.steps = 0
+        self.jobs_in_system = 0
+        self.ctx = self._advance(None, first=True)
 
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"action_mask": self.obs["action_mask"], "workload_seed": self.workload_seed}
