@@ -21,6 +21,19 @@ def test_start_and_duration_shift_to_zero() -> None:
     assert workload.info["pods"] == 3 and workload.info["window_start_s"] == 427061.0
 
 
+def test_arrival_speedup_compresses_arrivals_not_durations() -> None:
+    plain = load(OPENB, "alibaba-gpu-v2023", start=427061.0, duration=200000.0)
+    fast = load(OPENB, "alibaba-gpu-v2023", start=427061.0, duration=200000.0, arrival_speedup=100.0)
+    slow_pods, fast_pods = list(plain.iter_pods()), list(fast.iter_pods())
+    assert [p.uid for p in fast_pods] == [p.uid for p in slow_pods]  # the same trace-time window
+    assert [p.arrival_s for p in fast_pods] == [p.arrival_s / 100.0 for p in slow_pods]
+    assert [p.work_s for p in fast_pods] == [p.work_s for p in slow_pods]
+    assert fast.duration_s == 2000.0 and fast.info["arrival_speedup"] == 100.0
+    assert load(OPENB, "alibaba-gpu-v2023", arrival_speedup=10.0).duration_s == 80001.0
+    with pytest.raises(UserError, match="--arrival-speedup"):
+        load(OPENB, "alibaba-gpu-v2023", arrival_speedup=0.0)
+
+
 def test_duration_defaults_to_one_second_past_the_last_arrival() -> None:
     assert load(OPENB, "alibaba-gpu-v2023").duration_s == 800001.0
     assert load(OPENB, "alibaba-gpu-v2023", max_pods=2).duration_s == 427062.0

@@ -48,6 +48,9 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample-rate", type=float, default=1.0, metavar="P",
                         help="keep each job with probability P, drawn from --seed (default 1)")
     parser.add_argument("--max-pods", type=int, metavar="N", help="stop after N pods")
+    parser.add_argument("--arrival-speedup", type=float, default=1.0, metavar="K",
+                        help="divide the time between arrivals by K, pod durations unchanged: loads the cluster of "
+                             "a sparse trace such as openb (--start and --duration stay in trace time; default 1)")
     parser.add_argument("--cache", metavar="DIR",
                         help="keep the parsed, sorted trace here (Parquet) for reuse")
     parser.add_argument("--skip-bad-rows", action="store_true",
@@ -96,6 +99,7 @@ def _validate(args: argparse.Namespace) -> tuple[Path, str]:
     _positive(args.start, "--start", allow_zero=True)
     _positive(getattr(args, "duration", None), "--duration")
     _positive(args.max_pods, "--max-pods")
+    _positive(getattr(args, "arrival_speedup", 1.0), "--arrival-speedup")
     _positive(getattr(args, "nodes", None), "--nodes")
     _positive(args.machine_cpu_millis, "--machine-cpu-millis")
     _positive(args.machine_memory_mib, "--machine-memory-mib")
@@ -166,7 +170,7 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     duration = getattr(args, "duration", None)
     pods.window = Window(lo=lo, hi=math.inf if duration is None else lo + duration,
                          sample_rate=args.sample_rate, seed=int(getattr(args, "seed", 0) or 0),
-                         max_pods=args.max_pods)
+                         max_pods=args.max_pods, speedup=getattr(args, "arrival_speedup", 1.0))
     count, last = extent(pods.source, pods.window)
     if not count and not allow_empty:
         span = f"{meta['first_arrival']:g}..{meta['last_arrival']:g} s" if meta["pods"] else "no pods at all"
@@ -175,10 +179,12 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     if duration is None:
         # Trace times are whole seconds: the window ends one second after its last arrival.
         duration = last + 1.0 if count else 0.0
+    else:
+        duration /= pods.window.speedup  # the simulated arrival window
     nodes = store.nodes_from_meta(meta)
     info: dict[str, object] = dict(meta["info"])
     info.update(format=fmt, source=str(path), pods=count, trace_pods=meta["pods"], nodes_in_trace=len(nodes),
-                window_start_s=lo, trace_first_arrival_s=origin,
+                window_start_s=lo, arrival_speedup=pods.window.speedup, trace_first_arrival_s=origin,
                 trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=pods.window.seed)
     return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, getattr(args, "nodes", None)),
                     pods=pods, duration_s=float(duration), info=info)

@@ -28,6 +28,7 @@ class Window:
     sample_rate: float = 1.0
     seed: int = 0
     max_pods: int | None = None
+    speedup: float = 1.0  # arrivals after the window start are compressed by this factor; durations are not
 
 
 def _keep_jobs(hashes: np.ndarray, rate: float, seed: int) -> np.ndarray:
@@ -70,6 +71,8 @@ def batches(source: Path | pa.NativeFile, window: Window, columns: list[str] | N
             left -= table.num_rows
         if table.num_rows:
             shifted = pc.subtract(table.column("arrival_s"), window.lo)
+            if window.speedup != 1.0:
+                shifted = pc.divide(shifted, window.speedup)
             yield table.set_column(table.schema.get_field_index("arrival_s"), "arrival_s", shifted)
         if left == 0 or (arrivals.size and arrivals[-1] >= window.hi):
             break
