@@ -107,8 +107,14 @@ _SHARE_P = np.array([140, 328, 750, 253, 1078], dtype=np.float64) / 2549
 _MODEL_SETS = [("G2",), ("T4",), ("P100",), ("V100M16", "V100M32")]
 
 
-def _gpu_job(rng: np.random.Generator, job: str, t: float, max_s: float = 4 * 3600.0) -> list[PodSpec]:
-    """An openb-like GPU pod (traces.md §6d); a few distributed jobs have several 8-GPU workers."""
+def _gpu_job(rng: np.random.Generator, job: str, t: float, max_s: float = 4 * 3600.0,
+             fit: dict[tuple[str, ...], tuple[int, int, int]] | None = None) -> list[PodSpec]:
+    """An openb-like GPU pod (traces.md §6d); a few distributed jobs have several 8-GPU workers.
+
+    `fit` (GPU model set → the most CPU, memory and GPUs of a node offering it) keeps every pod placeable on the
+    cluster at hand: a model constraint whose nodes the cluster lacks or whose nodes have too few GPUs is dropped,
+    and a constrained pod's CPU and memory are capped at its largest node (otherwise e.g. a 25-core P100 pod fits
+    no 16-core P100 node)."""
     u = rng.random()
     if u < 0.1335:
         gpus, milli = 0, 0
@@ -125,6 +131,11 @@ def _gpu_job(rng: np.random.Generator, job: str, t: float, max_s: float = 4 * 36
     mem = int(_GPU_MEM(rng, 1)[0])
     life = float(min(_GPU_LIFE(rng, 1)[0], max_s))
     models = _MODEL_SETS[int(rng.integers(len(_MODEL_SETS)))] if gpus and rng.random() < 0.2 else ()
+    if models and fit is not None:
+        if models in fit and gpus <= fit[models][2]:
+            cpu, mem = min(cpu, fit[models][0]), min(mem, fit[models][1])
+        else:
+            models = ()
     elastic = gpus == 1 and milli == GPU_MILLI and rng.random() < 0.15
     qos = QoS.LS if rng.random() < 0.57 else (QoS.BE if rng.random() < 0.97 else QoS.BURSTABLE)
     return [PodSpec(
@@ -260,7 +271,13 @@ def openb_nodes(n: int) -> list[NodeSpec]:
 def _build_ml_gpu(n: int, duration: float, load: float, rng: np.random.Generator):  # type: ignore[no-untyped-def]
     nodes = openb_nodes(n)
     gpu_cap = sum(x.gpus * GPU_MILLI for x in nodes)
-    gen = _capped(_gpu_job, duration)
+    fit = {}
+    for models in _MODEL_SETS:
+        offering = [x for x in nodes if x.gpu_model in models and x.gpus]
+        if offering:
+            fit[models] = (max(x.cpu_m for x in offering), max(x.mem_mib for x in offering),
+                           max(x.gpus for x in offering))
+    gen = functools.partial(_capped(_gpu_job, duration), fit=fit)
     rate = _rate(gen, rng, gpu_cap, load, "gpu")
     return nodes, _poisson_jobs(rng, gen, rate, duration, "g"), None
 

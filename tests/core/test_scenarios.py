@@ -74,3 +74,14 @@ def test_every_scenario_generates_valid_pods(name):
 def test_bad_sizes_are_user_errors(kw, match):
     with pytest.raises(UserError, match=match):
         make_scenario("batch", **kw)
+
+
+def test_every_ml_gpu_pod_fits_its_cluster_when_empty():
+    from drlsched.cluster import Cluster
+
+    # Model-constrained pods once drew more CPU than their model's nodes have (seed 900 at 40 nodes did).
+    for nodes in (5, 40):
+        for seed in (*range(0, 600, 20), 900):
+            wl = make_scenario("ml-gpu", nodes=nodes, seed=seed, duration=1800.0)
+            cluster = Cluster(wl.nodes)
+            assert all(cluster.fits_when_empty(cluster.request(p)) for p in wl.pods), (nodes, seed)
