@@ -25,6 +25,7 @@ import kubernetes
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
 from drlsched.fragmentation import ShapeCounter, fragmentation_ratio
+from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, job_label_value
 from drlsched.kube_objects import node_specs
 from drlsched.metrics import Accumulator, summarize
 from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, GPU_UTIL_ANNOTATION, MEMORY_USAGE_ANNOTATION
@@ -61,12 +62,15 @@ def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) 
     annotations = {
         CPU_USAGE_ANNOTATION: f"{max(1, round(spec.cpu_m * spec.usage_cpu))}m",
         MEMORY_USAGE_ANNOTATION: f"{max(1, round(spec.mem_mib * spec.usage_mem))}Mi",
-        "drlsched.io/job": spec.job_id,
     }
+    if spec.task:
+        annotations[TASK_ANNOTATION] = spec.task
+    if spec.parents:
+        annotations[PARENTS_ANNOTATION] = ",".join(spec.parents)
     if spec.gpus:
         annotations[GPU_UTIL_ANNOTATION] = f"{spec.usage_gpu:.3f}"
     m = pod_manifest(rec.name, f"{spec.cpu_m}m", f"{spec.mem_mib}Mi", spec.gpus, duration, annotations,
-                     {POD_LABEL: run_id})
+                     {POD_LABEL: run_id, JOB_LABEL: job_label_value(spec.job_id)})
     if scheduler_name != "default-scheduler":
         m["spec"]["schedulerName"] = scheduler_name  # type: ignore[index]
     return m

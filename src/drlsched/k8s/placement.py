@@ -58,7 +58,10 @@ class Placer:
         for gpus in pod.gpu_options or (pod.gpus,):
             r = cluster.request(pod, gpus)
             options.append(Option(gpus, r, cluster.feasible(r) & mask))
-        return PodContext(pod, options, cluster, time.time())
+        ctx = PodContext(pod, options, cluster, time.time(), job_nodes=state.job_nodes(pod.job_id))
+        if self.policy.wants_data_nodes and pod.parents:
+            ctx.data_nodes = state.data_nodes(pod.job_id, pod.parents)
+        return ctx
 
     def filter(self, state: ClusterState, pod: PodSpec, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """The named nodes where the pod fits by the policy's model, and a reason for each of the others."""

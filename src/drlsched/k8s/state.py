@@ -7,9 +7,12 @@ allocate or release one pod in place (every scheduling cycle).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +27,12 @@ from drlsched.workload import NodeSpec, PodSpec
 # GPU feature discovery's label, for real clusters that lack drlsched's own.
 GFD_MODEL_LABEL = "nvidia.com/gpu.product"
 JOB_LABEL = "drlsched.io/job"
+# A pod's task in its job and the tasks whose output it reads (comma-separated): where the parents' finished pods
+# ran is where its shuffle input lives (`PodContext.data_nodes`).
+TASK_ANNOTATION = "drlsched.io/task"
+PARENTS_ANNOTATION = "drlsched.io/parents"
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+MAX_FINISHED = 200_000  # finished pods remembered for data locality (oldest forgotten first)
 TERMINAL_PHASES = ("Succeeded", "Failed")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 MAX_GPUS = 256  # per node or pod: the Cluster keeps one column per GPU slot
@@ -32,6 +41,13 @@ log = logging.getLogger("drlsched.k8s")
 
 class ObjectError(ValueError):
     """An API object that lacks or mistypes a field drlsched needs."""
+
+
+def job_label_value(job_id: str) -> str:
+    """`job_id` as a valid label value (63 characters of [-A-Za-z0-9_.]); other ids become a stable digest."""
+    if _LABEL_VALUE.fullmatch(job_id):
+        return job_id
+    return "job-" + hashlib.sha256(job_id.encode()).hexdigest()[:32]
 
 
 def _dict(obj: Any, where: str) -> dict[str, Any]:
@@ -105,6 +121,7 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
     meta = _dict(pod.get("metadata"), "pod.metadata")
     spec = _dict(pod.get("spec"), "pod.spec")
     labels = _dict(meta.get("labels"), "pod.metadata.labels")
+    annotations = _dict(meta.get("annotations"), "pod.metadata.annotations")
     totals = {"cpu": 0.0, "memory": 0.0, GPU_RESOURCE: 0.0}
     init_max = dict(totals)
     try:
@@ -136,6 +153,8 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
     return PodSpec(
         uid=str(uid) if uid else f"{namespace}/{name}",
         job_id=str(labels.get(JOB_LABEL) or name),
+        task=str(annotations.get(TASK_ANNOTATION) or ""),
+        parents=tuple(p for p in (x.strip() for x in str(annotations.get(PARENTS_ANNOTATION) or "").split(",")) if p),
         arrival_s=0.0,
         cpu_m=cpu_m,
         mem_mib=mem_mib,
@@ -174,6 +193,9 @@ class ClusterState:
         self._labels: dict[str, dict[str, str]] = {}  # for nodeSelector (the second scheduler's own filter)
         self._expiring: dict[str, float] = {}  # uid -> monotonic deadline of an unconfirmed assumption
         self._pods: dict[str, _Bound] = {}
+        self._jobs: dict[str, Counter[str]] = {}  # job -> node -> its pods holding resources there
+        self._finished: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # uid -> (job, task, node)
+        self._finished_by_task: dict[tuple[str, str], dict[str, str]] = {}  # (job, task) -> uid -> node
         self._cluster: Cluster | None = None
         self.index: dict[str, int] = {}
         self.generation = 0  # bumped on every rebuild: policies must be reset on a new Cluster
@@ -216,6 +238,8 @@ class ClusterState:
         phase = _dict(pod.get("status"), "pod.status").get("phase")
         deleting = _dict(pod.get("metadata"), "pod.metadata").get("deletionTimestamp")
         with self.lock:
+            if phase == "Succeeded" and node:
+                self._remember_finished(spec, str(node))
             if phase in TERMINAL_PHASES or deleting:
                 self.delete_pod(spec.uid)
             elif node:
@@ -252,8 +276,10 @@ class ClusterState:
             return
         if held is not None:
             self._release(held)
+            self._count_job(held, -1)
         bound = _Bound(node, spec, confirmed)
         self._pods[spec.uid] = bound
+        self._count_job(bound, +1)
         if self._cluster is not None:
             self._allocate(bound)
 
@@ -262,6 +288,7 @@ class ClusterState:
             held = self._pods.pop(uid, None)
             if held is not None:
                 self._release(held)
+                self._count_job(held, -1)
 
     def replace_nodes(self, nodes: list[dict[str, Any]]) -> None:
         """The result of a fresh list: nodes not in it are gone (used when a watch has to start over)."""
@@ -278,6 +305,7 @@ class ClusterState:
             for uid, held in list(self._pods.items()):
                 if held.confirmed:
                     self._release(held)
+                    self._count_job(held, -1)
                     del self._pods[uid]
             for pod in pods:
                 _skip_unusable(self.set_pod, pod)
@@ -320,6 +348,23 @@ class ClusterState:
         self._last_names = (self.generation, names, rows)
         return rows
 
+    def job_nodes(self, job: str) -> dict[int, int]:
+        """Row in the current Cluster -> pods of `job` holding resources there (`PodContext.job_nodes`)."""
+        with self.lock:
+            self.cluster()
+            return {self.index[n]: k for n, k in self._jobs.get(job, {}).items() if n in self.index}
+
+    def data_nodes(self, job: str, parents: tuple[str, ...]) -> dict[int, int]:
+        """Row -> finished pods of the parent tasks there (`PodContext.data_nodes`)."""
+        with self.lock:
+            self.cluster()
+            out: Counter[int] = Counter()
+            for task in parents:
+                for node in self._finished_by_task.get((job, task), {}).values():
+                    if (i := self.index.get(node)) is not None:
+                        out[i] += 1
+            return dict(out)
+
     def mask(self, names: list[str]) -> np.ndarray:
         """bool[N]: the named nodes of the current Cluster (unknown names are left out)."""
         rows = self.indices(names)
@@ -338,6 +383,26 @@ class ClusterState:
         gpu_ids = self._cluster.pick_gpus(i, r)
         self._cluster.allocate(i, r, gpu_ids)
         bound.placed = (i, r, gpu_ids)
+
+    def _count_job(self, bound: _Bound, delta: int) -> None:
+        nodes = self._jobs.setdefault(bound.spec.job_id, Counter())
+        nodes[bound.node] += delta
+        if nodes[bound.node] <= 0:
+            del nodes[bound.node]
+            if not nodes:
+                del self._jobs[bound.spec.job_id]
+
+    def _remember_finished(self, spec: PodSpec, node: str) -> None:
+        if spec.uid in self._finished:
+            return
+        self._finished[spec.uid] = (spec.job_id, spec.task, node)
+        self._finished_by_task.setdefault((spec.job_id, spec.task), {})[spec.uid] = node
+        while len(self._finished) > MAX_FINISHED:
+            uid, (job, task, _) = self._finished.popitem(last=False)
+            by_task = self._finished_by_task[(job, task)]
+            del by_task[uid]
+            if not by_task:
+                del self._finished_by_task[(job, task)]
 
     def _release(self, bound: _Bound) -> None:
         if self._cluster is not None and bound.placed is not None:

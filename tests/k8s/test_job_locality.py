@@ -1,0 +1,71 @@
+"""The watch cache tracks each job's pods per node and where finished parent tasks ran, so a policy in Kubernetes
+sees the same `job_nodes` / `data_nodes` it sees in the simulator (no control plane needed here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from drlsched.k8s.placement import Placer
+from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, ClusterState, job_label_value, pod_spec
+from drlsched.policies import make_policy
+from drlsched.testbed.nodes import node_manifests
+from drlsched.testbed.pods import pod_manifest
+
+
+def _pod(name: str, job: str, task: str, parents: str = "", node: str | None = None,
+         phase: str = "Running") -> dict[str, Any]:
+    annotations = {TASK_ANNOTATION: task, **({PARENTS_ANNOTATION: parents} if parents else {})}
+    pod = pod_manifest(name, "1", "1Gi", 0, None, annotations, {JOB_LABEL: job})
+    pod["metadata"]["uid"] = f"uid-{name}"
+    if node:
+        pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": phase}
+    return pod
+
+
+def _state() -> tuple[ClusterState, list[str]]:
+    state = ClusterState()
+    nodes = node_manifests(4, 0, "uniform")
+    for n in nodes:
+        state.set_node(n)
+    return state, [n["metadata"]["name"] for n in nodes]
+
+
+def test_pod_spec_reads_job_task_and_parents() -> None:
+    spec = pod_spec(_pod("r-0", "q7", "reduce", parents="map, join"))
+    assert (spec.job_id, spec.task, spec.parents) == ("q7", "reduce", ("map", "join"))
+
+
+def test_job_nodes_follow_binds_and_finishes_and_data_nodes_remember_finished_parents() -> None:
+    state, names = _state()
+    state.set_pod(_pod("m-0", "q7", "map", node=names[1]))
+    state.set_pod(_pod("m-1", "q7", "map", node=names[1]))
+    state.set_pod(_pod("m-2", "q7", "map", node=names[2]))
+    state.set_pod(_pod("x-0", "other", "map", node=names[3]))
+    state.cluster()
+    row = state.index
+    assert state.job_nodes("q7") == {row[names[1]]: 2, row[names[2]]: 1}
+    for name, node in (("m-0", names[1]), ("m-1", names[1]), ("m-2", names[2])):
+        state.set_pod(_pod(name, "q7", "map", node=node, phase="Succeeded"))
+    assert state.job_nodes("q7") == {}
+    assert state.data_nodes("q7", ("map",)) == {row[names[1]]: 2, row[names[2]]: 1}
+    assert state.data_nodes("q7", ("other-task",)) == {}
+    assert state.data_nodes("other", ("map",)) == {}
+
+
+def test_data_local_places_a_child_where_its_parents_ran_through_the_placer() -> None:
+    state, names = _state()
+    for i in range(3):
+        state.set_pod(_pod(f"m-{i}", "q7", "map", node=names[2], phase="Succeeded"))
+    child = pod_spec(_pod("r-0", "q7", "reduce", parents="map"))
+    for seed in range(5):  # the four nodes are equally empty: without locality the pick is a random tie-break
+        assert Placer(make_policy("data-local"), seed=seed).choose(state, child, names).node == names[2]
+
+
+def test_job_label_values_are_valid() -> None:
+    assert job_label_value("q000012") == "q000012"
+    odd = job_label_value("j_1/with spaces and a very long id " + "x" * 80)
+    assert odd.startswith("job-") and len(odd) <= 63
+    assert np.all([c.isalnum() or c == "-" for c in odd])
