@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--envs", type=int, default=8)
     ap.add_argument("--bc-steps", type=int, default=0)
+    ap.add_argument("--bc-expert", default="k8s-default")
     ap.add_argument("--shared-workload", type=int, default=1)
     ap.add_argument("--gamma", type=float, default=0.995)
     ap.add_argument("--lr", type=float, default=2.5e-4)
@@ -78,8 +79,8 @@ def main() -> None:
 
     if args.algo == "ppo":
         s = PPOSettings(total_steps=10**9, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
-                        bc_steps=args.bc_steps, shared_workload=args.shared_workload, gamma=args.gamma,
-                        lr=args.lr)
+                        bc_steps=args.bc_steps, bc_expert=args.bc_expert, shared_workload=args.shared_workload,
+                        gamma=args.gamma, lr=args.lr)
         _, rows = train_ppo(s, train_cfg, net.cfg, net=net, on_update=snapshot)
     else:
         d = DQNSettings(total_steps=10**9, minutes=args.minutes, num_envs=args.envs, seed=args.seed,
@@ -113,6 +114,7 @@ def main() -> None:
                       "scenario": args.scenario, "nodes": args.nodes, "duration_s": args.duration,
                       "load": args.load, "reward": cfg.reward.to_dict(),
                       "train_reward": train_cfg.reward.to_dict(), "bc_steps": args.bc_steps,
+                      "bc_expert": args.bc_expert,
                       "shared_workload": args.shared_workload, "validation_seeds": seeds,
                       "k8s_default_return": base, "k8s_default_sla_violation_rate":
                       result["k8s-default"].get("sla_violation_rate"),  # type: ignore[union-attr]
