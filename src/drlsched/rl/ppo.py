@@ -11,6 +11,11 @@ approx-KL / clip fraction / explained variance logged (12). Masks are stored wit
 the update. The entropy coefficient decays from `ent_coef` to `ent_coef_end` (linear or exponential). Rewards
 are scaled by a running std of the discounted return.
 
+Rollouts come from workers that each own a slice of the envs (`drlsched.rl.rollout`: per-env seeding and action
+sampling, so the split does not change a number); the learner below joins their trajectories in env order and does
+everything that looks across envs: reward scaling, GAE, the shared-workload baseline and the update. The local
+backend is one worker in this process; `drlsched.distributed.ray_backend` runs workers as Ray actors.
+
 Variance reduction for trace-driven input (`shared_workload=K`, Decima-style): envs run in groups of K that replay
 the same workload sequence (same reset seeds); each step's advantage has its group's mean at the same rollout
 step subtracted, an input-dependent baseline aligned by decision index. K=1 turns it off.
@@ -27,14 +32,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from torch import nn
 
-from drlsched.rl.env import EnvConfig, SchedulingEnv
+from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet, masked_entropy
+from drlsched.rl.rollout import LocalRollouts, Rollouts, make_envs, reset_seeds
+
+RolloutsFactory = Callable[[EnvConfig, NetConfig, "PPOSettings"], Rollouts]
 
 
 @dataclass
@@ -72,20 +78,6 @@ class PPOSettings:
 
 
 Logger = Callable[[dict[str, float]], None]
-
-
-def make_envs(env_cfg: EnvConfig, n: int) -> SyncVectorEnv:
-    return SyncVectorEnv([lambda: SchedulingEnv(replace(env_cfg)) for _ in range(n)],
-                         autoreset_mode=AutoresetMode.SAME_STEP)
-
-
-def reset_seeds(seed: int, n: int, shared: int) -> list[int]:
-    """Per-env reset seeds; envs of one shared-workload group get the same one (same workload sequence)."""
-    return [seed * 10_007 + i // max(1, shared) for i in range(n)]
-
-
-def obs_to_torch(obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(v) for k, v in obs.items()}
 
 
 def entropy_coef(s: PPOSettings, frac: float) -> float:
@@ -153,8 +145,11 @@ def behaviour_clone(net: SchedulerNet, env_cfg: EnvConfig, s: PPOSettings, log: 
 
 
 def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: SchedulerNet | None = None,
-              on_update: Logger | None = None, progress: Any = None) -> tuple[SchedulerNet, list[dict[str, float]]]:
-    """Trains and returns the network and one learning-curve row per update."""
+              on_update: Logger | None = None, progress: Any = None, rollouts: RolloutsFactory | None = None
+              ) -> tuple[SchedulerNet, list[dict[str, float]]]:
+    """Trains and returns the network and one learning-curve row per update. `rollouts` makes the rollout backend
+    (default `LocalRollouts`: all envs in this process; `drlsched.distributed.ray_backend.RayRollouts`: Ray
+    actors); the result is the same for either."""
     torch.set_num_threads(s.threads)
     torch.manual_seed(s.seed)
     np.random.seed(s.seed)
@@ -166,140 +161,114 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
         rows.append({"update": 0, "step": 0, "wall_s": time.perf_counter() - t0, "bc_accuracy": acc})
 
     opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
-    envs = make_envs(env_cfg, s.num_envs)
+    workers = (rollouts or LocalRollouts)(env_cfg, net.cfg, s)
     n_env, n_steps = s.num_envs, s.num_steps
     batch = n_env * n_steps
     mb_size = max(1, batch // s.num_minibatches)
     num_updates = max(1, s.total_steps // batch)
-    obs, _ = envs.reset(seed=reset_seeds(s.seed, n_env, s.shared_workload))
-    space: gym.spaces.Dict = envs.single_observation_space  # type: ignore[assignment]
-    buf = {k: torch.zeros((n_steps, n_env, *sp.shape), dtype=torch.as_tensor(np.zeros(0, sp.dtype)).dtype)
-           for k, sp in space.spaces.items()}
-    actions = torch.zeros((n_steps, n_env), dtype=torch.long)
-    logps = torch.zeros((n_steps, n_env))
-    rewards = torch.zeros((n_steps, n_env))
-    dones = torch.zeros((n_steps, n_env))
-    values = torch.zeros((n_steps, n_env))
     scaler = RunningStd(n_env, s.gamma) if s.norm_reward else None
-    ep_ret = np.zeros(n_env)
-    ep_len = np.zeros(n_env, dtype=np.int64)
     next_done = torch.zeros(n_env)
     global_step = 0
-    for update in range(1, num_updates + 1):
-        if s.minutes is not None and time.perf_counter() - t0 > s.minutes * 60:
-            break
-        # Share of training done, by steps or by the wall-clock budget, whichever is further along.
-        frac = (update - 1) / num_updates
-        if s.minutes is not None:
-            frac = max(frac, (time.perf_counter() - t0) / (s.minutes * 60))
-        if s.anneal_lr:
-            opt.param_groups[0]["lr"] = s.lr * (1.0 - frac)
-        ent_coef = entropy_coef(s, frac)
-        finished: list[dict[str, float]] = []
-        raw_sum = 0.0
-        for step in range(n_steps):
-            global_step += n_env
-            for k in buf:
-                buf[k][step] = torch.as_tensor(obs[k])
-            dones[step] = next_done
-            with torch.no_grad():
-                logits, value = net(obs_to_torch(obs))
-            dist = torch.distributions.Categorical(logits=logits)
-            action = dist.sample()
-            actions[step], logps[step], values[step] = action, dist.log_prob(action), value
-            obs, reward, term, trunc, info = envs.step(action.numpy())
-            raw_sum += float(reward.sum())
-            ep_ret += reward
-            ep_len += 1
-            done = term | trunc
-            r = scaler.scale(reward, done) if scaler else reward.astype(np.float64)
-            if trunc.any():  # bootstrap a cut episode with the value of its last observation
-                final = info["final_obs"]
-                idx = np.flatnonzero(trunc)
-                fin = {k: torch.as_tensor(np.stack([final[i][k] for i in idx])) for k in obs}
-                with torch.no_grad():
-                    r[idx] += s.gamma * net(fin)[1].numpy()
-            rewards[step] = torch.as_tensor(r, dtype=torch.float32)
-            next_done = torch.as_tensor(done, dtype=torch.float32)
-            for i in np.flatnonzero(done):
-                row = {"return": float(ep_ret[i]), "length": float(ep_len[i])}
-                fi = info.get("final_info", {})
-                if term[i] and "metrics" in fi and fi["_metrics"][i]:
-                    m = fi["metrics"]
-                    for key in ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_traffic_gb"):
-                        row[key] = float(m[key][i])
-                finished.append(row)
-                ep_ret[i], ep_len[i] = 0.0, 0
-
-        # GAE over the rollout, bootstrapping from the value of the next observation.
-        with torch.no_grad():
-            next_value = net(obs_to_torch(obs))[1]
-        adv = torch.zeros_like(rewards)
-        last = torch.zeros(n_env)
-        for t in reversed(range(n_steps)):
-            nv, nonterm = (next_value, 1.0 - next_done) if t == n_steps - 1 else (values[t + 1], 1.0 - dones[t + 1])
-            delta = rewards[t] + s.gamma * nv * nonterm - values[t]
-            last = delta + s.gamma * s.gae_lambda * nonterm * last
-            adv[t] = last
-        returns = adv + values
-        if s.shared_workload > 1:
-            k = s.shared_workload
-            groups = adv.view(n_steps, n_env // k, k)
-            adv = (groups - groups.mean(-1, keepdim=True)).view(n_steps, n_env)
-
-        b_obs = {k: v.flatten(0, 1) for k, v in buf.items()}
-        b_act, b_logp = actions.flatten(), logps.flatten()
-        b_adv, b_ret, b_val = adv.flatten(), returns.flatten(), values.flatten()
-        g = torch.Generator().manual_seed(s.seed * 1_000_003 + update)
-        clipfracs: list[float] = []
-        stop = False
-        for _ in range(s.update_epochs):
-            perm = torch.randperm(batch, generator=g)
-            for start in range(0, batch, mb_size):
-                mb = perm[start:start + mb_size]
-                mb_obs = {k: v[mb] for k, v in b_obs.items()}
-                logits, new_v = net(mb_obs)
-                logp_all = torch.log_softmax(logits, -1)
-                new_logp = logp_all.gather(1, b_act[mb, None]).squeeze(1)
-                entropy = masked_entropy(logits, mb_obs["action_mask"])
-                logratio = new_logp - b_logp[mb]
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    approx_kl = float(((ratio - 1) - logratio).mean())
-                    clipfracs.append(float(((ratio - 1.0).abs() > s.clip_coef).float().mean()))
-                a = b_adv[mb]
-                if s.norm_adv and a.numel() > 1:
-                    a = (a - a.mean()) / (a.std() + 1e-8)
-                pg_loss = torch.max(-a * ratio, -a * ratio.clamp(1 - s.clip_coef, 1 + s.clip_coef)).mean()
-                v_loss = 0.5 * ((new_v - b_ret[mb]) ** 2).mean()
-                ent = entropy.mean()
-                loss = pg_loss - ent_coef * ent + s.vf_coef * v_loss
-                opt.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(net.parameters(), s.max_grad_norm)
-                opt.step()
-            if s.target_kl is not None and approx_kl > s.target_kl:
-                stop = True
-            if stop:
+    try:
+        for update in range(1, num_updates + 1):
+            if s.minutes is not None and time.perf_counter() - t0 > s.minutes * 60:
                 break
-        var_y = float(b_ret.var())
-        explained = float("nan") if var_y == 0 else 1.0 - float((b_ret - b_val).var()) / var_y
-        row: dict[str, float] = {
-            "update": update, "step": global_step, "wall_s": time.perf_counter() - t0,
-            "reward_per_step": raw_sum / batch, "episodes": len(finished),
-            "episode_return": _mean(finished, "return"), "cpu_util": _mean(finished, "cpu_util"),
-            "jct_p99_s": _mean(finished, "jct_p99_s"), "sla_violation_rate": _mean(finished, "sla_violation_rate"),
-            "entropy": float(ent.detach()), "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs)),
-            "pg_loss": float(pg_loss.detach()), "v_loss": float(v_loss.detach()), "explained_var": explained,
-            "lr": opt.param_groups[0]["lr"], "ent_coef": ent_coef,
-        }
-        rows.append(row)
-        if on_update:
-            on_update(row)
-        if progress is not None:
-            progress.update(batch)
-            progress.set_postfix(reward=f"{row['reward_per_step']:.4f}", util=f"{row['cpu_util']:.3f}")
-    envs.close()
+            # Share of training done, by steps or by the wall-clock budget, whichever is further along.
+            frac = (update - 1) / num_updates
+            if s.minutes is not None:
+                frac = max(frac, (time.perf_counter() - t0) / (s.minutes * 60))
+            if s.anneal_lr:
+                opt.param_groups[0]["lr"] = s.lr * (1.0 - frac)
+            ent_coef = entropy_coef(s, frac)
+            t_rollout = time.perf_counter()
+            traj = workers.collect(net)
+            t_learn = time.perf_counter()
+            global_step += batch
+            finished = [ep for _, _, ep in traj.finished]
+            raw_sum = sum(float(traj.rewards[t].sum()) for t in range(n_steps))
+            # Rewards are scaled here, over all envs in env order, so the scale does not depend on the workers.
+            scaled = np.zeros((n_steps, n_env))
+            for t in range(n_steps):
+                r = scaler.scale(traj.rewards[t], traj.dones[t]) if scaler else traj.rewards[t].astype(np.float64)
+                cut = np.flatnonzero(traj.truncs[t])  # bootstrap a cut episode with the value of its last obs
+                r[cut] += s.gamma * traj.trunc_values[t, cut]
+                scaled[t] = r
+            rewards = torch.as_tensor(scaled, dtype=torch.float32)
+            values = torch.from_numpy(traj.values)
+            # dones[t]: an episode ended just before step t (CleanRL's layout), carried over from the last rollout.
+            dones = torch.cat([next_done[None], torch.as_tensor(traj.dones[:-1], dtype=torch.float32)])
+            next_done = torch.as_tensor(traj.dones[-1], dtype=torch.float32)
+
+            # GAE over the rollout, bootstrapping from the value of the next observation.
+            next_value = torch.from_numpy(traj.next_value)
+            adv = torch.zeros_like(rewards)
+            last = torch.zeros(n_env)
+            for t in reversed(range(n_steps)):
+                nv, nonterm = ((next_value, 1.0 - next_done) if t == n_steps - 1
+                               else (values[t + 1], 1.0 - dones[t + 1]))
+                delta = rewards[t] + s.gamma * nv * nonterm - values[t]
+                last = delta + s.gamma * s.gae_lambda * nonterm * last
+                adv[t] = last
+            returns = adv + values
+            if s.shared_workload > 1:
+                k = s.shared_workload
+                groups = adv.view(n_steps, n_env // k, k)
+                adv = (groups - groups.mean(-1, keepdim=True)).view(n_steps, n_env)
+
+            b_obs = {k: torch.from_numpy(v).flatten(0, 1) for k, v in traj.obs.items()}
+            b_act, b_logp = torch.from_numpy(traj.actions).flatten(), torch.from_numpy(traj.logps).flatten()
+            b_adv, b_ret, b_val = adv.flatten(), returns.flatten(), values.flatten()
+            g = torch.Generator().manual_seed(s.seed * 1_000_003 + update)
+            clipfracs: list[float] = []
+            for _ in range(s.update_epochs):
+                perm = torch.randperm(batch, generator=g)
+                for start in range(0, batch, mb_size):
+                    mb = perm[start:start + mb_size]
+                    mb_obs = {k: v[mb] for k, v in b_obs.items()}
+                    logits, new_v = net(mb_obs)
+                    logp_all = torch.log_softmax(logits, -1)
+                    new_logp = logp_all.gather(1, b_act[mb, None]).squeeze(1)
+                    entropy = masked_entropy(logits, mb_obs["action_mask"])
+                    logratio = new_logp - b_logp[mb]
+                    ratio = logratio.exp()
+                    with torch.no_grad():
+                        approx_kl = float(((ratio - 1) - logratio).mean())
+                        clipfracs.append(float(((ratio - 1.0).abs() > s.clip_coef).float().mean()))
+                    a = b_adv[mb]
+                    if s.norm_adv and a.numel() > 1:
+                        a = (a - a.mean()) / (a.std() + 1e-8)
+                    pg_loss = torch.max(-a * ratio, -a * ratio.clamp(1 - s.clip_coef, 1 + s.clip_coef)).mean()
+                    v_loss = 0.5 * ((new_v - b_ret[mb]) ** 2).mean()
+                    ent = entropy.mean()
+                    loss = pg_loss - ent_coef * ent + s.vf_coef * v_loss
+                    opt.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(net.parameters(), s.max_grad_norm)
+                    opt.step()
+                if s.target_kl is not None and approx_kl > s.target_kl:
+                    break
+            var_y = float(b_ret.var())
+            explained = float("nan") if var_y == 0 else 1.0 - float((b_ret - b_val).var()) / var_y
+            now = time.perf_counter()
+            row: dict[str, float] = {
+                "update": update, "step": global_step, "wall_s": now - t0,
+                "reward_per_step": raw_sum / batch, "episodes": len(finished),
+                "episode_return": _mean(finished, "return"), "cpu_util": _mean(finished, "cpu_util"),
+                "jct_p99_s": _mean(finished, "jct_p99_s"),
+                "sla_violation_rate": _mean(finished, "sla_violation_rate"),
+                "entropy": float(ent.detach()), "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs)),
+                "pg_loss": float(pg_loss.detach()), "v_loss": float(v_loss.detach()), "explained_var": explained,
+                "lr": opt.param_groups[0]["lr"], "ent_coef": ent_coef,
+                "rollout_s": t_learn - t_rollout, "learn_s": now - t_learn,
+            }
+            rows.append(row)
+            if on_update:
+                on_update(row)
+            if progress is not None:
+                progress.update(batch)
+                progress.set_postfix(reward=f"{row['reward_per_step']:.4f}", util=f"{row['cpu_util']:.3f}")
+    finally:
+        workers.close()
     return net, rows
 
 
