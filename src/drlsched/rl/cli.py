@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.scenarios import SCENARIOS
 from drlsched.traces import add_trace_arguments
+
+DEFAULT_RAY_WORKERS = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--resume", action="store_true", help="continue from the weights in DIR/policy.pt")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_backend_arguments(p, workers_help=f"PPO on Ray: rollout workers (actors), each owning a slice of the envs "
+                                          f"(default {DEFAULT_RAY_WORKERS}); see docs/ray.md")
     p.set_defaults(func=cmd_train)
 
 
@@ -85,6 +90,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError("--span applies to --trace only")
     if args.shared_workload > 1 and args.envs % args.shared_workload:
         raise UserError(f"--envs {args.envs} must be a multiple of --shared-workload {args.shared_workload}")
+    check_backend_arguments(args)
+    backend = None
+    workers = 1
+    if args.backend == "ray":
+        if args.algo != "ppo":
+            raise UserError("--backend ray trains PPO only; DQN trains in one process (drop --backend ray)")
+        workers = args.workers or DEFAULT_RAY_WORKERS
+        if workers > args.envs:
+            raise UserError(f"--workers {workers} is more than --envs {args.envs}: each worker needs an env")
+        backend = load_ray_backend()  # a missing Ray is one clear error, before any work
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -126,7 +141,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     net = net or SchedulerNet(net_cfg)
     meta: dict[str, Any] = {"scenario": workload_name, "nodes": env_cfg.nodes, "duration_s": args.duration,
                             "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
-                            "seed": args.seed, "envs": args.envs}
+                            "seed": args.seed, "envs": args.envs, "backend": args.backend}
+    if backend is not None:
+        meta["workers"] = workers
     bar = tqdm(total=None if args.minutes and not args.steps else steps, unit="step", disable=args.quiet,
                desc=f"{args.algo} on {workload_name}", file=sys.stderr, dynamic_ncols=True)
     t0 = time.perf_counter()
@@ -145,7 +162,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                                    bc_steps=args.bc_steps, bc_expert=args.bc_expert,
                                    shared_workload=args.shared_workload,
                                    gamma=args.gamma, lr=args.lr)
-            net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar)
+            if backend is None:
+                net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar)
+            else:
+                with backend.session(args.address, num_cpus=workers):
+                    net, rows = train_ppo(settings, env_cfg, net_cfg, net=net, on_update=checkpoint, progress=bar,
+                                          rollouts=backend.rollouts_factory(workers))
         else:
             from drlsched.rl.dqn import DQNSettings, settings_dict, train_dqn  # type: ignore[assignment]
 
