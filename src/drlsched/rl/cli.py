@@ -138,6 +138,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         net.train()
         net_cfg = net.cfg
         done_before = int(header["meta"].get("steps", 0))
+    # torch seeds its generator at random on start: without this the initial weights differ from run to run.
+    torch.manual_seed(args.seed)
     net = net or SchedulerNet(net_cfg)
     meta: dict[str, Any] = {"scenario": workload_name, "nodes": env_cfg.nodes, "duration_s": args.duration,
                             "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
