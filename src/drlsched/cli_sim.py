@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -139,6 +140,8 @@ def _parse_policies(text: str) -> list[str]:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     factory = workload_factory(args)
+    check_backend_arguments(args)
+    backend = load_ray_backend() if args.backend == "ray" else None  # a missing Ray fails before any work
     policies = _parse_policies(args.policies)
     if args.seeds > MAX_SEEDS:
         raise UserError(f"--seeds must be at most {MAX_SEEDS}, got {args.seeds}")
@@ -160,7 +163,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         bar = tqdm(total=len(specs), desc="evaluate", unit="run", file=sys.stderr)
     try:
-        runs = run_all(specs, args.jobs, (lambda _s: bar.update(1)) if bar is not None else None)
+        on_done = (lambda _s: bar.update(1)) if bar is not None else None
+        if backend is None:
+            runs = run_all(specs, args.jobs, on_done)
+        else:
+            with backend.session(args.address, num_cpus=args.jobs):
+                runs = backend.run_all(specs, on_done)
     finally:
         if bar is not None:
             bar.close()
@@ -225,8 +233,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e.add_argument("--seed", type=non_negative_int, default=0, help="first seed (default 0)")
     e.add_argument("--out", required=True, metavar="DIR", help="output directory")
     e.add_argument("--jobs", type=positive_int, default=default_jobs(),
-                   help="parallel worker processes (default: up to 2)")
+                   help="parallel worker processes (default: up to 2); with --backend ray and no --address, the "
+                        "CPUs of the local Ray")
     e.add_argument("--include", nargs="+", metavar="FILE",
                    help="metrics JSON files from `replay --json` (or `simulate --json`) to report beside the runs")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_backend_arguments(e)
     e.set_defaults(func=cmd_evaluate)
