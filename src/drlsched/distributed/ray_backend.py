@@ -79,10 +79,12 @@ class RolloutActor:
         self.worker = RolloutWorker(env_cfg, seed=s.seed, num_envs=s.num_envs, first=first, count=count,
                                     shared=s.shared_workload, num_steps=s.num_steps)
 
-    def collect(self, weights: dict[str, np.ndarray]) -> Trajectory:
+    def collect(self, weights: dict[str, np.ndarray]) -> tuple[Trajectory, float]:
+        """The trajectory, and the seconds spent on it here (the rest of the learner's wait is overhead)."""
+        t0 = time.perf_counter()
         # The arrays arrive read-only from the object store; torch.tensor copies them.
         self.net.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
-        return self.worker.collect(self.net)
+        return self.worker.collect(self.net), time.perf_counter() - t0
 
     def close(self) -> None:
         self.worker.close()
@@ -106,11 +108,11 @@ class RayRollouts:
         t0 = time.perf_counter()
         weights = ray.put({k: v.detach().numpy() for k, v in net.state_dict().items()})
         t1 = time.perf_counter()
-        parts: list[Trajectory] = get([a.collect.remote(weights) for a in self.actors])  # type: ignore[assignment]
+        parts: list[tuple[Trajectory, float]] = get([a.collect.remote(weights) for a in self.actors])  # type: ignore[assignment]
         t2 = time.perf_counter()
-        traj = concat(parts)
-        self.stats = {"put_s": t1 - t0, "wait_s": t2 - t1, "concat_s": time.perf_counter() - t2,
-                      "trajectory_bytes": float(traj.nbytes())}
+        traj = concat([p[0] for p in parts])
+        self.stats = {"put_s": t1 - t0, "wait_s": t2 - t1, "worker_s": max(p[1] for p in parts),
+                      "concat_s": time.perf_counter() - t2, "trajectory_bytes": float(traj.nbytes())}
         return traj
 
     def close(self) -> None:
