@@ -41,3 +41,11 @@ def test_missing_ray_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
                  "--backend", "ray"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("install drlsched[ray]" in line for line in err)
+
+
+def test_unreachable_address_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already open in this process")
+    assert main([*TRAIN, "--out", str(tmp_path / "x"), "--backend", "ray", "--address", "127.0.0.1:1"]) == 2
+    assert "cannot reach a Ray cluster at 127.0.0.1:1" in capsys.readouterr().err

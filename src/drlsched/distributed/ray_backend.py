@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -34,6 +35,8 @@ def session(address: str | None, num_cpus: int) -> Iterator[None]:
         yield
         return
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    if address:
+        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, **quiet)
@@ -47,6 +50,18 @@ def session(address: str | None, num_cpus: int) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Ray retries an unreachable head for minutes; a HOST:PORT (or ray://HOST:PORT) that refuses a TCP connection
+    is one clear error instead. `auto` and other forms go to Ray as they are."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as err:
+        raise UserError(f"cannot reach a Ray cluster at {address}: {err.strerror or err}") from None
 
 
 def require_cpus(n: int, what: str) -> None:
