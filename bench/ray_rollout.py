@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -29,39 +30,66 @@ from drlsched.rl.rollout import LocalRollouts, Rollouts
 NETWORK_BYTES_PER_S = 1.25e9
 
 
-def rollout_rate(make: object, env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[str, object]:
+BACKENDS = ("local", "ray_1", "ray_2")
+
+
+def factory(name: str) -> Callable[[EnvConfig, NetConfig, PPOSettings], Rollouts]:
+    if name == "local":
+        return LocalRollouts
+    from drlsched.distributed.ray_backend import rollouts_factory
+
+    return rollouts_factory(int(name.removeprefix("ray_")))
+
+
+def measure_rollouts(env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[str, dict[str, float]]:
+    """Rollouts alone, after one warm-up each. Backends take turns, so load from other processes on the machine
+    hits all of them alike; each runs the same envs from the same seeds, so each does the same work."""
     net = SchedulerNet(NetConfig())
-    workers: Rollouts = make(env_cfg, net.cfg, s)  # type: ignore[operator]
     batch = s.num_envs * s.num_steps
+    backends = {name: factory(name)(env_cfg, net.cfg, s) for name in BACKENDS}
+    times: dict[str, list[float]] = {name: [] for name in BACKENDS}
+    stats: dict[str, list[dict[str, float]]] = {name: [] for name in BACKENDS}
     try:
-        workers.collect(net)  # warm-up: actor start, first workloads
-        times, stats = [], []
+        for b in backends.values():
+            traj = b.collect(net)  # warm-up: actor start, first workloads
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            traj = workers.collect(net)
-            times.append(time.perf_counter() - t0)
-            stats.append(dict(getattr(workers, "stats", {})))
+            for name, b in backends.items():
+                t0 = time.perf_counter()
+                b.collect(net)
+                times[name].append(time.perf_counter() - t0)
+                stats[name].append(dict(getattr(b, "stats", {})))
     finally:
-        workers.close()
-    out: dict[str, object] = {"steps_per_s": round(batch / statistics.median(times), 1),
-                              "collect_s": [round(t, 3) for t in times],
-                              "trajectory_bytes_per_step": round(traj.nbytes() / batch, 1)}
-    for key in ("put_s", "worker_s", "wait_s", "concat_s"):
-        if stats and key in stats[0]:
-            out[f"median_{key}"] = round(statistics.median(st[key] for st in stats), 4)
+        for b in backends.values():
+            b.close()
+    out: dict[str, dict[str, float]] = {}
+    for name in BACKENDS:
+        row = {"steps_per_s": round(batch / statistics.median(times[name]), 1),
+               "collect_s": [round(t, 3) for t in times[name]]}
+        for key in ("put_s", "worker_s", "wait_s", "concat_s"):
+            if key in stats[name][0]:
+                row[f"median_{key}"] = round(statistics.median(st[key] for st in stats[name]), 4)
+        out[name] = row  # type: ignore[assignment]
+    out["trajectory_bytes_per_step"] = round(traj.nbytes() / batch, 1)  # type: ignore[assignment]
     return out
 
 
-def ppo_rate(rollouts: object, env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[str, object]:
-    """Full iterations: the first (warm-up) is left out of the medians."""
+def measure_ppo(env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[str, dict[str, float]]:
+    """Full PPO iterations (rollout + update): per repeat and backend a two-iteration run from the same seed, of
+    which the second iteration is timed (the first includes actor start); backends take turns."""
     batch = s.num_envs * s.num_steps
-    run = PPOSettings(**{**s.__dict__, "total_steps": batch * (repeats + 1)})
-    _, rows = train_ppo(run, env_cfg, NetConfig(), rollouts=rollouts)  # type: ignore[arg-type]
-    rows = rows[1:]
-    per_iter = [r["rollout_s"] + r["learn_s"] for r in rows]
-    return {"steps_per_s": round(batch / statistics.median(per_iter), 1),
-            "median_rollout_s": round(statistics.median(r["rollout_s"] for r in rows), 3),
-            "median_learn_s": round(statistics.median(r["learn_s"] for r in rows), 3)}
+    run = PPOSettings(**{**s.__dict__, "total_steps": 2 * batch})
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in BACKENDS}
+    for _ in range(repeats):
+        for name in BACKENDS:
+            _, curve = train_ppo(run, env_cfg, NetConfig(), rollouts=factory(name))
+            rows[name].append(curve[-1])
+    out = {}
+    for name in BACKENDS:
+        rs = rows[name]
+        out[name] = {"steps_per_s": round(batch / statistics.median(r["rollout_s"] + r["learn_s"] for r in rs), 1),
+                     "median_rollout_s": round(statistics.median(r["rollout_s"] for r in rs), 3),
+                     "median_learn_s": round(statistics.median(r["learn_s"] for r in rs), 3)}
+    return out
 
 
 def predict(rollout_s: float, learn_s: float, overhead_s: float, traj_bytes: float, weight_bytes: float,
@@ -96,42 +124,39 @@ def main() -> None:
     t0 = time.perf_counter()
     result: dict[str, object] = {"bench": "ray_rollout", "envs": args.envs, "steps_per_env": args.steps,
                                  "batch": batch, "nodes": args.nodes, "duration_s": args.duration,
-                                 "repeats": args.repeats}
-    rollouts: dict[str, object] = {"local": rollout_rate(LocalRollouts, env_cfg, s, args.repeats)}
-    ppo: dict[str, object] = {"local": ppo_rate(None, env_cfg, s, args.repeats)}
-
+                                 "repeats": args.repeats, "loadavg_before": os.getloadavg()}
     import ray
 
-    from drlsched.distributed.ray_backend import RayRollouts, rollouts_factory, session
+    from drlsched.distributed.ray_backend import session
 
-    with session(None, num_cpus=2):
+    # 3 CPUs: the 1- and 2-worker backends exist side by side, but only one collects at a time.
+    with session(None, num_cpus=3):
         result["ray"] = ray.__version__
-        for w in (1, 2):
-            rollouts[f"ray_{w}"] = rollout_rate(lambda e, n, st, w=w: RayRollouts(e, n, st, w), env_cfg, s,
-                                                args.repeats)
-            ppo[f"ray_{w}"] = ppo_rate(rollouts_factory(w), env_cfg, s, args.repeats)
-    local = rollouts["local"]["steps_per_s"]  # type: ignore[index]
+        rollouts = measure_rollouts(env_cfg, s, args.repeats)
+        ppo = measure_ppo(env_cfg, s, args.repeats)
+    local = rollouts["local"]["steps_per_s"]
     for name in ("ray_1", "ray_2"):
-        rollouts[name]["vs_local"] = round(rollouts[name]["steps_per_s"] / local, 2)  # type: ignore[index]
-        ppo[name]["vs_local"] = round(ppo[name]["steps_per_s"] / ppo["local"]["steps_per_s"], 2)  # type: ignore[index]
+        rollouts[name]["vs_local"] = round(rollouts[name]["steps_per_s"] / local, 2)
+        ppo[name]["vs_local"] = round(ppo[name]["steps_per_s"] / ppo["local"]["steps_per_s"], 2)
     result["rollouts_only"] = rollouts
     result["ppo_iterations"] = ppo
 
     # The model's inputs, from the runs above.
-    rollout_s = batch / local  # one worker's compute for the whole batch
-    learn_s = ppo["local"]["median_learn_s"]  # type: ignore[index]
+    rollout_s = ppo["local"]["median_rollout_s"]  # one worker's compute for the whole batch, under training
+    learn_s = ppo["local"]["median_learn_s"]
     one = rollouts["ray_1"]
-    overhead_s = max(0.0, one["median_wait_s"] - one["median_worker_s"]) + one["median_put_s"] + one["median_concat_s"]  # type: ignore[index,operator]
+    overhead_s = max(0.0, one["median_wait_s"] - one["median_worker_s"]) + one["median_put_s"] + one["median_concat_s"]
     weight_bytes = sum(p.numel() * p.element_size() for p in SchedulerNet(NetConfig()).parameters())
-    traj_bytes = one["trajectory_bytes_per_step"] * batch  # type: ignore[index,operator]
+    step_bytes: float = rollouts["trajectory_bytes_per_step"]  # type: ignore[assignment]
     result["model_inputs"] = {
         "rollout_us_per_step": round(1e6 * rollout_s / batch, 1), "learn_s_per_batch": learn_s,
         "learn_us_per_step": round(1e6 * learn_s / batch, 1), "ray_overhead_s_per_iteration": round(overhead_s, 4),
-        "trajectory_bytes_per_step": one["trajectory_bytes_per_step"], "weight_bytes": weight_bytes,  # type: ignore[index]
+        "trajectory_bytes_per_step": step_bytes, "weight_bytes": weight_bytes,
         "assumed_network_bytes_per_s": NETWORK_BYTES_PER_S,
     }
-    result["predicted"] = predict(rollout_s, learn_s, overhead_s, traj_bytes, weight_bytes, batch)  # type: ignore[arg-type]
-    result["learner_bound_steps_per_s"] = round(batch / learn_s, 1)  # type: ignore[operator]
+    result["predicted"] = predict(rollout_s, learn_s, overhead_s, step_bytes * batch, weight_bytes, batch)
+    result["learner_bound_steps_per_s"] = round(batch / learn_s, 1)
+    result["loadavg_after"] = os.getloadavg()
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["machine"] = machine_info()
     print(json.dumps(result, indent=1))

@@ -99,9 +99,7 @@ class Trajectory:
 
 def concat(parts: list[Trajectory]) -> Trajectory:
     """Join trajectories of consecutive env slices along the env axis; episodes ordered by (step, env) as one
-    worker over all envs would list them."""
-    if len(parts) == 1:
-        return parts[0]
+    worker over all envs would list them. Always copies: arrays from Ray's object store are read-only."""
     arrays = {f.name: np.concatenate([getattr(p, f.name) for p in parts], axis=-1 if f.name == "next_value" else 1)
               for f in fields(Trajectory) if f.name not in ("obs", "finished")}
     obs = {k: np.concatenate([p.obs[k] for p in parts], axis=1) for k in parts[0].obs}
