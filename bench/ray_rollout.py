@@ -93,16 +93,17 @@ def measure_ppo(env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[str, d
 
 
 def predict(rollout_s: float, learn_s: float, overhead_s: float, traj_bytes: float, weight_bytes: float,
-            batch: int) -> dict[str, list[dict[str, float]]]:
+            batch: int, envs: int) -> dict[str, list[dict[str, float]]]:
     """Synchronous PPO on W workers (docs/ray.md). Fixed batch (the envs split W ways):
     T(W) = rollout_s / W + overhead_s + (traj_bytes + W * weight_bytes) / bandwidth + learn_s.
     Batch per worker (each worker keeps the envs, the batch grows W-fold, and so does the update):
     T(W) = rollout_s + overhead_s + W * (traj_bytes + weight_bytes) / bandwidth + W * learn_s."""
     fixed, grown = [], []
     for w in (1, 2, 4, 8, 16, 32, 64, 128):
-        t = rollout_s / w + overhead_s + (traj_bytes + w * weight_bytes) / NETWORK_BYTES_PER_S + learn_s
-        fixed.append({"workers": w, "iteration_s": round(t, 3), "steps_per_s": round(batch / t, 1),
-                      "learner_share": round(learn_s / t, 2)})
+        if w <= envs:  # a worker needs at least one env
+            t = rollout_s / w + overhead_s + (traj_bytes + w * weight_bytes) / NETWORK_BYTES_PER_S + learn_s
+            fixed.append({"workers": w, "iteration_s": round(t, 3), "steps_per_s": round(batch / t, 1),
+                          "learner_share": round(learn_s / t, 2)})
         t = rollout_s + overhead_s + w * (traj_bytes + weight_bytes) / NETWORK_BYTES_PER_S + w * learn_s
         grown.append({"workers": w, "iteration_s": round(t, 3), "steps_per_s": round(w * batch / t, 1),
                       "learner_share": round(w * learn_s / t, 2)})
@@ -154,7 +155,7 @@ def main() -> None:
         "trajectory_bytes_per_step": step_bytes, "weight_bytes": weight_bytes,
         "assumed_network_bytes_per_s": NETWORK_BYTES_PER_S,
     }
-    result["predicted"] = predict(rollout_s, learn_s, overhead_s, step_bytes * batch, weight_bytes, batch)
+    result["predicted"] = predict(rollout_s, learn_s, overhead_s, step_bytes * batch, weight_bytes, batch, args.envs)
     result["learner_bound_steps_per_s"] = round(batch / learn_s, 1)
     result["loadavg_after"] = os.getloadavg()
     result["wall_s"] = round(time.perf_counter() - t0, 1)
