@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,9 +84,10 @@ def test_bad_input_is_a_clear_error_without_traceback(args, tmp_path):
 
 
 def test_pod_that_fits_nowhere_fails_clearly():
-    # ml-gpu on a 1-node cluster: the single G2 node cannot take every pod shape (e.g. model-constrained pods).
-    res = drlsched("simulate", "--scenario", "ml-gpu", "--policy", "k8s-default", "--nodes", "1", "--duration",
-                   "36000", "--quiet")
+    # The openb fixture scaled to 1 node keeps its CPU-only shape: no GPU pod fits.
+    fixture = Path(__file__).parent.parent / "traces" / "fixtures" / "alibaba-gpu-v2023"
+    res = drlsched("simulate", "--trace", str(fixture), "--trace-format", "alibaba-gpu-v2023", "--nodes", "1",
+                   "--policy", "k8s-default", "--quiet")
     assert res.returncode == 2
     assert "fits no node even on an empty cluster" in res.stderr and "Traceback" not in res.stderr
 
