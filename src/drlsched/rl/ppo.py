@@ -157,7 +157,14 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     t0 = time.perf_counter()
     rows: list[dict[str, float]] = []
     if s.bc_steps > 0:
-        acc = behaviour_clone(net, env_cfg, s)
+        if progress is not None:  # the warm start takes a while before the first PPO step: say what is going on
+            label = progress.desc
+            progress.set_description_str(f"{label}: imitating {s.bc_expert}")
+        acc = behaviour_clone(net, env_cfg, s, log=None if progress is None else
+                              lambda r: progress.set_postfix(epoch=int(r["bc_epoch"]) + 1,
+                                                             accuracy=f"{r['bc_accuracy']:.3f}"))
+        if progress is not None:
+            progress.set_description_str(label)
         rows.append({"update": 0, "step": 0, "wall_s": time.perf_counter() - t0, "bc_accuracy": acc})
 
     opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
@@ -266,7 +273,8 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
                 on_update(row)
             if progress is not None:
                 progress.update(batch)
-                progress.set_postfix(reward=f"{row['reward_per_step']:.4f}", util=f"{row['cpu_util']:.3f}")
+                util = "-" if math.isnan(row["cpu_util"]) else f"{row['cpu_util']:.3f}"  # no episode ended yet
+                progress.set_postfix(reward=f"{row['reward_per_step']:.4f}", util=util)
     finally:
         workers.close()
     return net, rows
