@@ -16,7 +16,7 @@ from drlsched.rl.reward import load_reward
 def test_train_then_evaluate(tmp_path: Path) -> None:
     out = tmp_path / "ppo"
     assert main(["train", "--scenario", "batch", "--nodes", "4", "--duration", "20", "--steps", "512",
-                 "--envs", "2", "--seed", "1", "--out", str(out), "--quiet"]) == 0
+                 "--envs", "2", "--seed", "1", "--bc-steps", "64", "--out", str(out), "--quiet"]) == 0
     for name in ("policy.pt", "curve.csv", "curve.png", "train.json"):
         assert (out / name).is_file()
     rows = list(csv.DictReader(open(out / "curve.csv")))

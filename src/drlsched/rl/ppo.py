@@ -158,7 +158,7 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     rows: list[dict[str, float]] = []
     if s.bc_steps > 0:
         if progress is not None:  # the warm start takes a while before the first PPO step: say what is going on
-            label = progress.desc
+            label = getattr(progress, "desc", "")  # a disabled tqdm (--quiet) has no desc
             progress.set_description_str(f"{label}: imitating {s.bc_expert}")
         acc = behaviour_clone(net, env_cfg, s, log=None if progress is None else
                               lambda r: progress.set_postfix(epoch=int(r["bc_epoch"]) + 1,
