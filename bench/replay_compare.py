@@ -10,6 +10,7 @@ The extender runs with deploy/scheduler-config.yaml's settings except `managedRe
 GPU pods to it), so every pod is placed with its help.
 Usage: python bench/replay_compare.py [--workloads spark-tpcds,ml-gpu[,openb]] [--nodes 200] [--seeds 3]
        [--duration 120] [--speedup 10] [--policy k8s-default|ppo:DIR/policy.pt] [--modes default,drl-extender,...]
+       [--simulate]   (adds rows sim:k8s-default and sim:POLICY: the simulator on the same workloads and seeds)
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ import yaml
 
 from _machine import machine_info
 from drlsched.cli import build_parser
-from drlsched.cli_sim import workload_factory
+from drlsched.cli_sim import sim_config, workload_factory
 from drlsched.evaluate import mean_ci
 from drlsched.metrics import METRIC_KEYS
+from drlsched.policies import make_policy
 from drlsched.replay import replay
 from drlsched.report import TABLE_COLUMNS
+from drlsched.simulator import Simulator
 from drlsched.testbed import processes
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, down, start_scheduler, up
@@ -105,6 +108,15 @@ def run_one(workload_name: str, mode: str, seed: int, args: argparse.Namespace) 
     return metrics
 
 
+def simulate_one(workload_name: str, policy: str, seed: int, args: argparse.Namespace) -> dict[str, object]:
+    """The simulator on the same workload and seed, for the fidelity of the aggregates (rows `sim:POLICY`)."""
+    ns = build_parser().parse_args(["simulate", *workload_args(workload_name, args.nodes, args.duration),
+                                    "--policy", policy, "--seed", str(seed)])
+    metrics = Simulator(workload_factory(ns)(seed), make_policy(policy), seed, sim_config(ns)).run()
+    metrics.update({"mode": f"sim:{policy}", "seed": seed, "wall_s": 0.0})
+    return metrics
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default="spark-tpcds,ml-gpu")
@@ -114,15 +126,21 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--speedup", type=float, default=10.0)
     ap.add_argument("--policy", default="k8s-default", help="drlsched's policy for the extender and scheduler")
+    ap.add_argument("--simulate", action="store_true",
+                    help="also run the simulator (k8s-default and --policy) on the same workloads and seeds")
     args = ap.parse_args()
     build()
     results: dict[str, dict[str, object]] = {}
     runs = []
+    sims = [f"sim:{p}" for p in dict.fromkeys(["k8s-default", args.policy])] if args.simulate else []
     for workload in args.workloads.split(","):
-        for mode in args.modes.split(","):
+        for mode in [*args.modes.split(","), *sims]:
             mine = []
             for seed in range(args.seeds):
-                m = run_one(workload, mode, seed, args)
+                if mode in sims:
+                    m = simulate_one(workload, mode.removeprefix("sim:"), seed, args)
+                else:
+                    m = run_one(workload, mode, seed, args)
                 print(json.dumps({k: m[k] for k in ("scenario", "mode", "seed", "pods", "jct_p99_s", "wall_s")}),
                       file=sys.stderr)
                 mine.append(m)
