@@ -48,6 +48,25 @@ def test_learned_policy_runs_in_the_simulator_and_is_deterministic(tmp_path: Pat
     assert [runs[0][k] for k in keys] == [runs[1][k] for k in keys]
 
 
+def test_predicted_value_is_the_critic_on_the_state_select_saw(tmp_path: Path) -> None:
+    from drlsched.rl.env import EnvConfig, SchedulingEnv
+    from drlsched.rl.rollout import obs_to_torch
+
+    policy = make_policy(f"ppo:{_saved(tmp_path)}")
+    env = SchedulingEnv(EnvConfig(scenario="batch", nodes=4, duration_s=30.0))
+    env.reset(seed=5)
+    assert env.sim is not None and env.ctx is not None
+    policy.reset(env.sim.cluster, np.random.default_rng(0))
+    policy.select(env.ctx)
+    snapshots = len(policy.builder.snaps)
+    value = policy.predicted_value(env.ctx)  # type: ignore[attr-defined]
+    assert len(policy.builder.snaps) == snapshots  # the history is not advanced a second time
+    obs = policy._last[1]  # type: ignore[attr-defined]
+    with torch.no_grad():
+        _, expected = policy.net({k: v[None] for k, v in obs_to_torch(obs).items()})  # type: ignore[attr-defined]
+    assert value == pytest.approx(float(expected[0]), abs=1e-5)
+
+
 def test_tampered_weights_are_refused(tmp_path: Path) -> None:
     path = _saved(tmp_path)
     data = torch.load(path, weights_only=True)

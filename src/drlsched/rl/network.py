@@ -94,6 +94,15 @@ class SchedulerNet(nn.Module):
         return logits, self.value_head(v_in).squeeze(-1)
 
     @torch.no_grad()
+    def value_one(self, obs: dict[str, np.ndarray]) -> float:
+        """The critic's estimate for one observation (in the training's scaled-return units)."""
+        s = self.encode(torch.from_numpy(obs["history"])[None])
+        pod = self.pod(torch.from_numpy(obs["pod"])[None])
+        cn = self.c_node(torch.from_numpy(obs["nodes"])[None])
+        v_in = torch.cat([s, pod, cn.mean(dim=1), cn.max(dim=1).values], dim=-1)
+        return float(self.value_head(v_in).squeeze(-1)[0])
+
+    @torch.no_grad()
     def act_one(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Logits for one observation, computed only for feasible pairs (deployment fast path).
 

@@ -37,10 +37,12 @@ class LearnedPolicy(Policy):
         super().reset(cluster, rng)
         self.builder.reset(cluster)
         self.next_start = 0
+        self._last: tuple[PodContext, dict[str, np.ndarray]] | None = None
         self.to_find = cluster.size if self.score_all else num_feasible_nodes_to_find(cluster.size)
 
     def select(self, ctx: PodContext) -> Decision | None:
         obs = self.builder.observe(ctx)
+        self._last = (ctx, obs)
         idx = np.flatnonzero(obs["action_mask"])
         if idx.size == 0:
             return None
@@ -59,6 +61,13 @@ class LearnedPolicy(Policy):
                 idx = np.flatnonzero(obs["action_mask"])
         scores = self.net.act_one(obs)
         return decision_for(int(idx[int(np.argmax(scores))]), ctx)
+
+
+    def predicted_value(self, ctx: PodContext) -> float:
+        """The critic's value of the state the last `select` saw for this context (the shadow's predicted
+        reward, in the training's scaled-return units); observing again would add a history snapshot."""
+        obs = self._last[1] if self._last is not None and self._last[0] is ctx else self.builder.observe(ctx)
+        return self.net.value_one(obs)
 
 
 def load_learned(spec: str) -> LearnedPolicy:
