@@ -65,8 +65,12 @@ class LearnedPolicy(Policy):
 
     def predicted_value(self, ctx: PodContext) -> float:
         """The critic's value of the state the last `select` saw for this context (the shadow's predicted
-        reward, in the training's scaled-return units); observing again would add a history snapshot."""
+        reward, in the training's scaled-return units; for DQN the best feasible Q-value); observing again would
+        add a history snapshot."""
         obs = self._last[1] if self._last is not None and self._last[0] is ctx else self.builder.observe(ctx)
+        if self.name.startswith("dqn:"):  # DQN trains no value head: its value is the best feasible Q
+            q = self.net.act_one(obs)
+            return float(q.max()) if q.size else float("nan")
         return self.net.value_one(obs)
 
 
