@@ -29,6 +29,7 @@ from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, j
 from drlsched.kube_objects import node_specs
 from drlsched.metrics import Accumulator, summarize
 from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, GPU_UTIL_ANNOTATION, MEMORY_USAGE_ANNOTATION
+from drlsched.testbed.nodes import GPU_MODEL_LABEL
 from drlsched.testbed.pods import pod_manifest
 from drlsched.workload import PodSpec, QoS, Workload
 
@@ -73,6 +74,10 @@ def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) 
                      {POD_LABEL: run_id, JOB_LABEL: job_label_value(spec.job_id)})
     if scheduler_name != "default-scheduler":
         m["spec"]["schedulerName"] = scheduler_name  # type: ignore[index]
+    if spec.gpus and spec.gpu_models:  # one of several models: required node affinity (a selector is one value)
+        term = {"matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "In", "values": list(spec.gpu_models)}]}
+        m["spec"]["affinity"] = {  # type: ignore[index]
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
     return m
 
 

@@ -69,3 +69,23 @@ def test_job_label_values_are_valid() -> None:
     odd = job_label_value("j_1/with spaces and a very long id " + "x" * 80)
     assert odd.startswith("job-") and len(odd) <= 63
     assert np.all([c.isalnum() or c == "-" for c in odd])
+
+
+def test_replayed_pods_keep_job_task_parents_and_gpu_model_sets() -> None:
+    from drlsched.replay import PodRecord, _manifest
+    from drlsched.workload import PodSpec
+
+    spec = PodSpec("u1", "job/with odd id", 0.0, 2000, 4096, gpus=1, gpu_models=("V100M16", "V100M32"),
+                   task="reduce", parents=("map",), work_s=10.0)
+    manifest = _manifest(PodRecord(spec, "p-1"), 10.0, "drl-scheduler", "run1")
+    manifest["metadata"]["uid"] = "uid-p-1"
+    back = pod_spec(manifest)
+    assert back.gpu_models == ("V100M16", "V100M32") and back.gpus == 1
+    assert (back.task, back.parents) == ("reduce", ("map",))
+    assert back.job_id == job_label_value("job/with odd id")
+    single = pod_spec(_manifest(PodRecord(PodSpec("u2", "j", 0.0, 1000, 1024, gpus=1, gpu_models=("T4",)), "p-2"),
+                                10.0, "default-scheduler", "run1"))
+    assert single.gpu_models == ("T4",)
+    plain = pod_spec(_manifest(PodRecord(PodSpec("u3", "j", 0.0, 1000, 1024), "p-3"), 10.0, "default-scheduler",
+                               "run1"))
+    assert plain.gpu_models == ()

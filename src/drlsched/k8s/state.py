@@ -142,6 +142,7 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
         raise ObjectError(f"pod {name}: {err}") from None
     selector = _dict(spec.get("nodeSelector"), "pod.spec.nodeSelector")
     model = selector.get(GPU_MODEL_LABEL) or selector.get(GFD_MODEL_LABEL)
+    models = (str(model),) if model else _affinity_models(spec)
     tolerations = tuple(
         str(t.get("key", ""))
         for t in (_dict(t, "pod.spec.tolerations[]") for t in _list(spec.get("tolerations"), "pod.spec.tolerations"))
@@ -160,10 +161,25 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
         mem_mib=mem_mib,
         gpus=gpus,
         gpu_milli=1000 if gpus else 0,
-        gpu_models=(str(model),) if model else (),
+        gpu_models=models,
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         tolerations=tolerations,
     )
+
+
+def _affinity_models(spec: dict[str, Any]) -> tuple[str, ...]:
+    """GPU models a pod accepts through required node affinity: `In` on the model label in its only term (more
+    terms are alternatives, which the Cluster's one model set per pod cannot express: then no constraint)."""
+    affinity = _dict(_dict(spec.get("affinity"), "pod.spec.affinity").get("nodeAffinity"), "nodeAffinity")
+    required = _dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), "nodeAffinity.required")
+    terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
+    if len(terms) != 1:
+        return ()
+    for expr in _list(_dict(terms[0], "nodeSelectorTerms[]").get("matchExpressions"), "matchExpressions"):
+        expr = _dict(expr, "matchExpressions[]")
+        if expr.get("key") in (GPU_MODEL_LABEL, GFD_MODEL_LABEL) and expr.get("operator") == "In":
+            return tuple(str(v) for v in _list(expr.get("values"), "matchExpressions[].values"))
+    return ()
 
 
 def build_cluster(nodes: list[NodeSpec]) -> tuple[Cluster, dict[str, int]]:
