@@ -193,8 +193,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"trained {args.algo} for {trained} steps in {wall:.0f} s; wrote {out / 'policy.pt'} "
           f"(sha256 {digest[:12]}), {out / 'curve.csv'}, {out / 'curve.png'}")
     if args.trace:
-        held_out = "" if args.span is None else f" --start {args.start + args.span:g}"
-        where = f"--trace {args.trace} --trace-format {args.trace_format}{held_out}"
+        held_out = "" if args.span is None else f" --start {args.start + args.span:.0f}"
+        same = "".join(f" --{flag} {value:g}" for flag, value in (("nodes", args.nodes),
+                                                                   ("arrival-speedup", args.arrival_speedup))
+                       if value is not None and not (flag == "arrival-speedup" and value == 1.0))
+        where = f"--trace {args.trace} --trace-format {args.trace_format}{same}{held_out}"
     else:
         where = f"--scenario {workload_name}"
     print(f"use it with: drlsched evaluate {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
