@@ -37,6 +37,14 @@ class PodContext:
     data_nodes: dict[int, int] = field(default_factory=dict)
 
 
+def per_node(counts: dict[int, int], n: int) -> np.ndarray:
+    """float64[n]: a node -> count mapping of a `PodContext` (`job_nodes`, `data_nodes`) as an array over nodes."""
+    out = np.zeros(n)
+    if counts:
+        out[np.fromiter(counts.keys(), np.int64, len(counts))] = np.fromiter(counts.values(), np.float64, len(counts))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     node: int

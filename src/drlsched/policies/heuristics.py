@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from drlsched.kube_scoring import most_requested, target_load_packing, weighted_node_score
-from drlsched.policies.base import Decision, Option, PodContext, Policy, ScoringPolicy
+from drlsched.policies.base import Decision, Option, PodContext, Policy, ScoringPolicy, per_node
 from drlsched.policies.k8s_default import K8sDefault
 
 
@@ -105,9 +105,7 @@ class DataLocal(K8sDefault):
     wants_data_nodes = True
 
     def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
-        local = np.zeros(self.cluster.size, dtype=np.int64)
-        for counts in (ctx.data_nodes, ctx.job_nodes):
-            for node, k in counts.items():
-                local[node] += k
+        n = self.cluster.size
+        local = (per_node(ctx.data_nodes, n) + per_node(ctx.job_nodes, n)).astype(np.int64)
         # k8s-default's sum of weighted plugin scores stays far below 10,000, so locality always wins.
         return super().score(ctx, option, nodes) + 10_000 * local[nodes]

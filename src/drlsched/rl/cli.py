@@ -17,6 +17,7 @@ from typing import Any
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
+from drlsched.policies import BASELINES
 from drlsched.scenarios import SCENARIOS
 from drlsched.traces import add_trace_arguments
 
@@ -78,8 +79,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         reward_name = args.reward_preset or SCENARIO_PRESETS.get(args.scenario or "", "batch")
         weights = PRESETS[reward_name]
-    from drlsched.policies import BASELINES
-
     if args.bc_expert not in BASELINES:
         raise UserError(f"--bc-expert {args.bc_expert!r} is not a baseline; known: {', '.join(BASELINES)}")
     if args.trace and args.scenario:
@@ -194,9 +193,9 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"(sha256 {digest[:12]}), {out / 'curve.csv'}, {out / 'curve.png'}")
     if args.trace:
         held_out = "" if args.span is None else f" --start {args.start + args.span:.0f}"
-        same = "".join(f" --{flag} {value:g}" for flag, value in (("nodes", args.nodes),
-                                                                   ("arrival-speedup", args.arrival_speedup))
-                       if value is not None and not (flag == "arrival-speedup" and value == 1.0))
+        same = f" --nodes {args.nodes}" if args.nodes else ""
+        if args.arrival_speedup != 1.0:
+            same += f" --arrival-speedup {args.arrival_speedup:g}"
         where = f"--trace {args.trace} --trace-format {args.trace_format}{same}{held_out}"
     else:
         where = f"--scenario {workload_name}"

@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from drlsched.cluster import Cluster
-from drlsched.policies.base import Decision, PodContext
+from drlsched.policies.base import Decision, PodContext, per_node
 from drlsched.workload import GPU_MILLI, QoS
 
 OBS_SPEC_VERSION = 2
@@ -98,12 +98,8 @@ class ObsBuilder:
         f[:, 10] = self.size_cpu
         f[:, 11] = self.size_mem
         # Co-location with the pod's job: pods on the node, and the job's share in the node's rack.
-        job_here = np.zeros(n)
-        total = 0
-        for node, count in ctx.job_nodes.items():
-            if count > 0:
-                job_here[node] = count
-                total += count
+        job_here = per_node(ctx.job_nodes, n)
+        total = job_here.sum()
         f[:, 12] = np.log1p(job_here)
         if total:
             per_rack = np.bincount(self.rack, weights=job_here, minlength=self.n_racks)
@@ -115,9 +111,7 @@ class ObsBuilder:
         f[:, 15] = (c.gpu_free.sum(axis=1) - c.full_free_gpus * GPU_MILLI) / self.gpu_cap_den
         # Data locality: where the pod's shuffle input lives (finished parent-task pods per node). A read from
         # the node itself is free; from anywhere else it is cross-node traffic.
-        data_here = np.zeros(n)
-        for node, count in ctx.data_nodes.items():
-            data_here[node] = count
+        data_here = per_node(ctx.data_nodes, n)
         data_total = data_here.sum()
         f[:, 16] = np.log1p(data_here)
         f[:, 17] = data_here / data_total if data_total else 0.0

@@ -89,18 +89,20 @@ class SchedulerNet(nn.Module):
         logits = self.a_out(pre).squeeze(-1).flatten(1)  # [B, N*G]
         mask = obs["action_mask"].bool()
         logits = torch.where(mask, logits, torch.full_like(logits, MASKED))
-        cn = self.c_node(obs["nodes"])
+        return logits, self._value(s, pod, obs["nodes"])
+
+    def _value(self, s: torch.Tensor, pod: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """Values [B] from the state and pod embeddings and the node features [B, N, F_NODE]."""
+        cn = self.c_node(nodes)
         v_in = torch.cat([s, pod, cn.mean(dim=1), cn.max(dim=1).values], dim=-1)
-        return logits, self.value_head(v_in).squeeze(-1)
+        return self.value_head(v_in).squeeze(-1)
 
     @torch.no_grad()
     def value_one(self, obs: dict[str, np.ndarray]) -> float:
         """The critic's estimate for one observation (in the training's scaled-return units)."""
         s = self.encode(torch.from_numpy(obs["history"])[None])
         pod = self.pod(torch.from_numpy(obs["pod"])[None])
-        cn = self.c_node(torch.from_numpy(obs["nodes"])[None])
-        v_in = torch.cat([s, pod, cn.mean(dim=1), cn.max(dim=1).values], dim=-1)
-        return float(self.value_head(v_in).squeeze(-1)[0])
+        return float(self._value(s, pod, torch.from_numpy(obs["nodes"])[None])[0])
 
     @torch.no_grad()
     def act_one(self, obs: dict[str, np.ndarray]) -> np.ndarray:

@@ -62,7 +62,6 @@ class LearnedPolicy(Policy):
         scores = self.net.act_one(obs)
         return decision_for(int(idx[int(np.argmax(scores))]), ctx)
 
-
     def predicted_value(self, ctx: PodContext) -> float:
         """The critic's value of the state the last `select` saw for this context (the shadow's predicted
         reward, in the training's scaled-return units; for DQN the best feasible Q-value); observing again would
