@@ -59,8 +59,8 @@ class SimConfig:
 
 
 class _Job:
-    __slots__ = ("done", "last_done", "n_waiting", "placed", "racks", "submit", "tasks", "total", "unplaceable",
-                 "waiting")
+    __slots__ = ("done", "last_done", "n_waiting", "placed", "racks", "submit", "talkers", "tasks", "total",
+                 "unplaceable", "waiting")
 
     def __init__(self, submit: float) -> None:
         self.submit = submit
@@ -72,12 +72,13 @@ class _Job:
         self.n_waiting = 0
         self.placed: Counter[int] = Counter()  # node -> this job's bound pods
         self.racks: Counter[int] = Counter()
+        self.talkers: dict[_Run, None] = {}  # running pods with service traffic (ordered: deterministic sums)
         self.unplaceable = False
 
 
 class _Run:
     __slots__ = ("bind_t", "epoch", "gpu_ids", "gpus", "job", "node", "ready_t", "remote_mb", "req", "sat0",
-                 "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "work")
+                 "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
         self.spec = spec
@@ -98,6 +99,7 @@ class _Run:
         self.work = 0.0
         self.remote_mb = 0.0
         self.service_end = INF
+        self.traffic_t = 0.0  # service traffic is accounted up to here
 
 
 class Simulator:
@@ -147,7 +149,6 @@ class Simulator:
         self.s_sigma = np.zeros(cap)
         self.s_service = np.zeros(cap, dtype=bool)
         self.s_use = np.zeros((cap, 3))
-        self.traffic_runs: dict[_Run, None] = {}  # ordered, for deterministic float sums
         self.by_uid: dict[str, _Run] = {}
         self._fit_cache: dict[tuple, bool] = {}
         self.jobs: dict[str, _Job] = {}
@@ -438,6 +439,7 @@ class Simulator:
         self.pending_count -= 1
         run.state = _STARTING
         self.starting += 1
+        self._account_traffic(run.job, t)
         run.job.placed[d.node] += 1
         run.job.racks[int(c.rack[d.node])] += 1
         self._req_cpu_now += r.cpu
@@ -479,7 +481,8 @@ class Simulator:
             # The planned completion event stays valid unless this pod finishes first (or the speed changed).
             self._refresh(node, t, force=heap[0][2] is run)
         if spec.traffic_mbps > 0:
-            self.traffic_runs[run] = None
+            run.traffic_t = t
+            run.job.talkers[run] = None
 
     def _shuffle_read(self, run: _Run) -> float:
         spec = run.spec
@@ -579,9 +582,10 @@ class Simulator:
         c.release(node, run.req, run.gpu_ids)  # type: ignore[arg-type]
         self._req_cpu_now -= run.req.cpu  # type: ignore[union-attr]
         self._gpu_alloc_now -= run.req.gpus * run.req.gpu_milli  # type: ignore[union-attr]
+        self._account_traffic(run.job, t)
+        run.job.talkers.pop(run, None)
         run.job.placed[node] -= 1
         run.job.racks[int(c.rack[node])] -= 1
-        self.traffic_runs.pop(run, None)
         self.by_uid.pop(run.spec.uid, None)
         run.epoch += 1
         self.freed = True
@@ -620,7 +624,6 @@ class Simulator:
         self.clock = (np.array(self.clock) + dt * np.array(self.speed)).tolist()
         self.sat_cum = (np.array(self.sat_cum) + np.where(self.saturated, dt, 0.0)).tolist()
         self.node_t = [t] * c.size
-        self._traffic(t)
         if n:
             sigma = self.s_sigma[:n]
             noise = np.exp(self.rng_use.standard_normal(n) * sigma - 0.5 * sigma * sigma)
@@ -657,19 +660,16 @@ class Simulator:
         if self.progress is not None:
             self.progress(t, self.workload.duration_s)
 
-    def _traffic(self, t: float) -> None:
-        if not self.traffic_runs:
-            return
-        rack = self.cluster.rack
-        for run in self.traffic_runs:
-            since = max(run.start_t, t - self.tick_s)
-            dt = t - since
-            job = run.job
-            others = sum(job.placed.values()) - 1
+    def _account_traffic(self, job: _Job, t: float) -> None:
+        """Service traffic of the job's running pods up to t, at the job's spread over nodes and racks since the
+        last accounting; called before every change of that spread, so the integral is exact."""
+        others = sum(job.placed.values()) - 1
+        for run in job.talkers:
+            dt, run.traffic_t = t - run.traffic_t, t
             if others <= 0 or dt <= 0:
                 continue
             remote = (others + 1 - job.placed[run.node]) / others
-            remote_rack = (others + 1 - job.racks[int(rack[run.node])]) / others
+            remote_rack = (others + 1 - job.racks[int(self.cluster.rack[run.node])]) / others
             mb = run.spec.traffic_mbps * dt / 8.0
             self.acc.cross_node_mb += mb * remote
             self.acc.cross_rack_mb += mb * remote_rack
@@ -718,6 +718,8 @@ class Simulator:
 
     def _finish(self) -> None:
         a = self.acc
+        for job in self.jobs.values():
+            self._account_traffic(job, self.now)
         stuck = len(self.unschedulable) + len(self.active)
         waiting = sum(j.n_waiting for j in self.jobs.values())
         a.pods_unschedulable += stuck + waiting

@@ -203,3 +203,11 @@ def test_data_nodes_tell_where_parent_output_lives():
     nodes = [NodeSpec("a", 1000, 8192), NodeSpec("b", 1000, 8192), NodeSpec("c", 1000, 8192)]
     Simulator(wl(nodes, [*parents, child]), Watching(), 0).run()
     assert seen["r"] == {0: 1, 1: 1, 2: 1} and seen["m0"] == {}
+
+
+def test_service_traffic_counts_every_second_a_pod_runs_not_just_whole_ticks():
+    # Two talking pods on separate nodes for 10 s each, shorter than one 15 s tick: all 10 s count, both ways.
+    nodes = [NodeSpec("a", 1000, 8192), NodeSpec("b", 1000, 8192)]
+    pods = [fixed(f"w{i}", 0.0, job="j", work=10.0, traffic_mbps=800.0) for i in range(2)]
+    _, m = run(nodes, pods, tick_s=15.0)
+    assert m["cross_node_traffic_gb"] == pytest.approx(2 * 800.0 * 10.0 / 8.0 / 1000.0)
