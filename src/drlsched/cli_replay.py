@@ -14,6 +14,7 @@ from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.metrics import METRIC_KEYS
 
+LAG_WARN_S = 2.0  # workload seconds; below the 5 s pending-time SLA and a pod's 1 s cold start in the simulator
 SCHEDULERS = {"default": "default-scheduler", "drl-extender": "default-scheduler", "drl-scheduler": "drl-scheduler"}
 
 
@@ -59,6 +60,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
                      speedup=args.speedup, pending_timeout_s=args.pending_timeout, progress=progress)
     if show:
         print(file=sys.stderr)
+    lag = float(metrics["submit_lag_p99_s"])  # type: ignore[arg-type]
+    if lag > LAG_WARN_S:
+        print(f"drlsched: warning: pods were created up to {lag:.1f} s (p99, workload time) after their arrival "
+              f"times: the cluster or this client could not keep up with --speedup {args.speedup:g}, so the "
+              "workload ran stretched; replay with a lower --speedup", file=sys.stderr)
     metrics["policy"] = f"real:{args.scheduler}" + (f":{args.policy}" if args.policy else "")
     metrics["seed"] = args.seed
     out = to_jsonable(metrics)
@@ -71,7 +77,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except OSError as err:
             raise UserError(f"cannot write {args.json}: {err.strerror}") from None
         print(f"{metrics['policy']} on {metrics['scenario']}: {metrics['pods']} pods in {metrics['wall_s']:.1f} s")
-        for key in METRIC_KEYS:
+        for key in (*METRIC_KEYS, "submit_lag_p99_s"):
             print(f"  {key:24s} {_fmt(metrics[key])}")
         print(f"metrics written to {args.json}")
     return 0

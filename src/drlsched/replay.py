@@ -12,15 +12,20 @@ pending-time violations only.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import kubernetes
+import numpy as np
+import urllib3
+from kubernetes.watch.watch import iter_resp_lines
 
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
@@ -36,13 +41,15 @@ from drlsched.workload import PodSpec, QoS, Workload
 POD_LABEL = "drlsched.io/replay"
 MIN_DURATION_MS = 10
 SLA_PENDING_S = 5.0
+CREATE_THREADS = 8
 
 
 @dataclass
 class PodRecord:
     spec: PodSpec
     name: str
-    ready: float = -1.0  # replayer clock when created
+    due: float = -1.0  # replayer clock when the schedule says to create it (arrival, or its parents' end)
+    ready: float = -1.0  # replayer clock when its create request went out
     bound: float = -1.0
     started: float = -1.0
     ended: float = -1.0
@@ -53,6 +60,16 @@ class PodRecord:
 class _Job:
     tasks: dict[str, list[int]] = field(default_factory=dict)  # task -> [pods, finished]
     waiting: list[PodRecord] = field(default_factory=list)
+
+
+def as_replayed(spec: PodSpec) -> PodSpec:
+    """The pod as vanilla Kubernetes runs it: no GPU sharing (a share takes a whole GPU) and no elastic GPU count.
+    Simulate `replayed_workload(w)` to compare a simulation with a replay of w pod for pod."""
+    return replace(spec, gpu_milli=1000, gpu_options=(), elastic_speedup=1.0) if spec.gpus else spec
+
+
+def replayed_workload(workload: Workload) -> Workload:
+    return replace(workload, pods=map(as_replayed, workload.pods))
 
 
 def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) -> dict[str, object]:
@@ -82,7 +99,10 @@ def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) 
 
 
 class _Watcher(threading.Thread):
-    """Pushes (pod name, node, phase, replayer time) for every change of the run's pods."""
+    """Pushes (pod name, node, phase, replayer time) for every change of the run's pods.
+
+    Events are decoded as plain JSON: the client's model deserialisation costs milliseconds per event, which at
+    hundreds of pods a second starves the thread that creates the pods."""
 
     def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str, run_id: str, clock: Callable[[], float],
                  out: queue.Queue) -> None:
@@ -93,24 +113,35 @@ class _Watcher(threading.Thread):
     def run(self) -> None:
         version = None
         while not self.stop.is_set():
-            w = kubernetes.watch.Watch()
+            kwargs = {"label_selector": f"{POD_LABEL}={self.run_id}", "timeout_seconds": 5, "watch": True,
+                      "_preload_content": False}
+            if version:
+                kwargs["resource_version"] = version
             try:
-                kwargs = {"label_selector": f"{POD_LABEL}={self.run_id}", "timeout_seconds": 5}
-                if version:
-                    kwargs["resource_version"] = version
-                for ev in w.stream(self.core.list_namespaced_pod, self.namespace, **kwargs):
+                resp = self.core.list_namespaced_pod(self.namespace, **kwargs)
+            except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError):
+                time.sleep(0.2)
+                continue
+            try:
+                for line in iter_resp_lines(resp):
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
                     pod = ev["object"]
-                    version = pod.metadata.resource_version
-                    self.out.put((pod.metadata.name, pod.spec.node_name or "", pod.status.phase, self.clock()))
+                    if ev["type"] == "ERROR":
+                        if pod.get("code") == 410:  # resource version too old: watch again from now
+                            version = None
+                        break
+                    version = pod["metadata"]["resourceVersion"]
+                    if ev["type"] != "BOOKMARK":
+                        self.out.put((pod["metadata"]["name"], pod["spec"].get("nodeName") or "",
+                                      pod.get("status", {}).get("phase"), self.clock()))
                     if self.stop.is_set():
                         break
-            except kubernetes.client.ApiException as err:
-                if err.status == 410:  # resource version too old: list again from now
-                    version = None
-                else:
-                    time.sleep(0.2)
+            except (urllib3.exceptions.HTTPError, ValueError):
+                time.sleep(0.2)
             finally:
-                w.stop()
+                resp.release_conn()
 
 
 def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: str = "default",
@@ -142,20 +173,34 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
         info = job.tasks.get(task)
         return info is None or info[1] >= info[0]  # a parent absent from the workload does not block
 
-    def create(rec: PodRecord) -> None:
-        nonlocal created
-        rec.ready = clock()
-        created += 1
-        try:
-            core.create_namespaced_pod(namespace, _manifest(rec, speedup, scheduler_name, run_id))
-        except kubernetes.client.ApiException as err:
-            raise UserError(f"the API refused pod {rec.name}: {err.status} {err.reason}") from None
+    # Creates go out from a few threads: one request at a time falls behind the arrival schedule at a few
+    # hundred pods a second, which would stretch the workload (the replay reports its lag, `submit_lag_p99_s`).
+    pool = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="drlsched-replay-create")
+    refused: list[str] = []
 
-    def release(job: _Job) -> None:
+    def post(rec: PodRecord) -> None:
+        rec.ready = clock()
+        try:
+            resp = core.create_namespaced_pod(namespace, _manifest(rec, speedup, scheduler_name, run_id),
+                                              _preload_content=False)
+            resp.read()
+            resp.release_conn()
+        except kubernetes.client.ApiException as err:
+            refused.append(f"the API refused pod {rec.name}: {err.status} {err.reason}")
+        except urllib3.exceptions.HTTPError as err:
+            refused.append(f"cannot create pod {rec.name}: {err}")
+
+    def create(rec: PodRecord, due: float) -> None:
+        nonlocal created
+        rec.due = due
+        created += 1
+        pool.submit(post, rec)
+
+    def release(job: _Job, t: float) -> None:
         still = []
         for rec in job.waiting:
             if all(task_done(job, p) for p in rec.spec.parents):
-                create(rec)
+                create(rec, max(t, rec.spec.arrival_s / speedup))
             else:
                 still.append(rec)
         job.waiting = still
@@ -163,11 +208,12 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
     try:
         last_change = clock()
         while True:
+            if refused:
+                raise UserError(refused[0])
             now = clock()
             touched: dict[str, _Job] = {}
             while nxt is not None and nxt.arrival_s / speedup <= now:
-                # Vanilla Kubernetes has no GPU sharing: a GPU share is replayed as whole GPUs.
-                spec = replace(nxt, gpu_milli=1000) if nxt.gpus else nxt
+                spec = as_replayed(nxt)
                 rec = PodRecord(spec, f"r{next(seq):06d}-{run_id}")
                 records[rec.name] = rec
                 job = touched[spec.job_id] = jobs.setdefault(spec.job_id, _Job())
@@ -175,10 +221,10 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                 if spec.parents:
                     job.waiting.append(rec)
                 else:
-                    create(rec)
+                    create(rec, spec.arrival_s / speedup)
                 nxt = next(pods_iter, None)
             for job in touched.values():  # after the whole instant: parents arriving with a child count
-                release(job)
+                release(job, now)
             waiting = any(j.waiting for j in jobs.values())
             if nxt is None and not waiting and finished == created:
                 break
@@ -203,13 +249,16 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                 job = jobs[rec.spec.job_id]
                 job.tasks[rec.spec.task][1] += 1
                 if job.waiting:
-                    release(job)
+                    release(job, at)
                 if progress:
                     progress(finished, len(records))
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         watcher.stop.set()
     wall = clock()
     metrics = _metrics(list(records.values()), cluster, speedup)
+    lags = [(r.ready - r.due) * speedup for r in records.values() if r.ready >= 0]
+    metrics["submit_lag_p99_s"] = float(np.percentile(lags, 99)) if lags else 0.0
     metrics.update({"policy": scheduler_name, "scenario": workload.name, "nodes": cluster.size,
                     "pods": len(records), "wall_s": wall,
                     "placements_per_s": metrics["pods_scheduled"] / wall if wall > 0 else 0.0,
@@ -269,10 +318,23 @@ def _job_traffic(pods: list[PodRecord], cluster: Cluster, index: dict[str, int],
                 n for n in by_task.get(r.spec.task, []) if n != node]
             if sources:
                 acc.cross_node_mb += r.spec.shuffle_in_mb * sum(1 for n in sources if n != node) / len(sources)
-        if r.spec.traffic_mbps > 0 and len(placed) > 1 and r.started >= 0:
-            remote = (len(placed) - placed.count(node)) / (len(placed) - 1)
-            run_s = ((r.ended if r.ended >= 0 else r.started) - r.started) * speedup
-            acc.cross_node_mb += r.spec.traffic_mbps * run_s / 8.0 * remote
+        if r.spec.traffic_mbps > 0 and len(placed) > 1 and r.started >= 0 <= r.ended:
+            acc.cross_node_mb += r.spec.traffic_mbps / 8.0 * speedup * _remote_seconds(r, pods)
+
+
+def _remote_seconds(talker: PodRecord, pods: list[PodRecord]) -> float:
+    """∫ share of the job's other bound pods that sit on other nodes, over the talker's run (replayer seconds):
+    the simulator's service traffic, which flows only between pods placed at the same time."""
+    bound = [(r.bound, r.ended if r.ended >= 0 else math.inf, r.node != talker.node)
+             for r in pods if r is not talker and r.node]
+    cuts = sorted({talker.started, talker.ended, *(t for b, e, _ in bound for t in (b, e)
+                                                    if talker.started < t < talker.ended)})
+    total = 0.0
+    for lo, hi in itertools.pairwise(cuts):
+        live = [remote for b, e, remote in bound if b <= lo < e]
+        if live:
+            total += (hi - lo) * sum(live) / len(live)
+    return total
 
 
 def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,

@@ -30,3 +30,16 @@ def test_timeline_metrics_in_workload_seconds():
     # p1 (10 s) + p2 (18 s) of 1000m each over 20 s of 8000m: (10 + 18) * 1000 / (20 * 8000).
     assert m["cpu_alloc"] == pytest.approx(28 / 160)
     assert m["cpu_util"] == pytest.approx(0.5 * 28 / 160)
+
+
+def test_service_traffic_flows_only_between_pods_placed_at_the_same_time():
+    # The simulator's model: w0 talks to w1 only while both are bound; w2 arrives after w0 ended.
+    cluster = Cluster([NodeSpec("a", 4000, 8192), NodeSpec("b", 4000, 8192)])
+    records = [
+        rec("w0", "j", "a", 0.0, 0.0, 1.0, traffic_mbps=80.0),
+        rec("w1", "j", "b", 0.0, 0.0, 2.0, traffic_mbps=80.0),
+        rec("w2", "j", "a", 1.5, 1.5, 3.0, traffic_mbps=80.0),
+    ]
+    m = _metrics(records, cluster, speedup=10.0)
+    # Workload seconds of remote talk: w0 10 (w1 remote), w1 10 (w0) + 5 (w2), w2 5 (w1) + 0 alone; 10 MB/s.
+    assert m["cross_node_traffic_gb"] == pytest.approx(30 * 10.0 / 1000.0)
