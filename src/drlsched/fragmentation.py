@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from drlsched.cluster import Cluster
 
 MAX_TYPICAL_SHAPES = 64
 
@@ -78,3 +82,36 @@ class ShapeCounter:
         freq = np.array([c for _, c in top], dtype=np.float64)
         return TypicalPods(cpu=arr[:, 0], gpus=arr[:, 1], gpu_milli=arr[:, 2], model_mask=arr[:, 3],
                            freq=freq / freq.sum())
+
+
+class FragmentationTracker:
+    """The cluster's fragmentation ratio kept current node by node, for an exact time integral: a bind or a release
+    changes one node's term (`touch` it), and a new typical-shape set recomputes them all."""
+
+    def __init__(self, cluster: Cluster, shapes: ShapeCounter) -> None:
+        self.cluster, self.shapes = cluster, shapes
+        self.per_node = np.zeros(cluster.size)
+        self.typical: TypicalPods | None = None
+        self.dirty: set[int] = set()
+        self.last = 0.0
+
+    def touch(self, node: int) -> None:
+        self.dirty.add(node)
+
+    def ratio(self) -> float:
+        c, typical = self.cluster, self.shapes.current
+        if typical is None:
+            return 0.0
+        if typical is not self.typical:
+            self.typical = typical
+            self.per_node[:] = node_fragmentation(c.gpu_free, c.cap_cpu - c.req_cpu, c.node_model_bit, typical)
+        elif self.dirty:
+            rows = np.fromiter(self.dirty, dtype=np.int64, count=len(self.dirty))
+            self.per_node[rows] = node_fragmentation(c.gpu_free[rows], c.cap_cpu[rows] - c.req_cpu[rows],
+                                                     c.node_model_bit[rows], typical)
+        else:
+            return self.last
+        self.dirty.clear()
+        idle = float(c.gpu_free.sum())
+        self.last = float(self.per_node.sum()) / idle if idle > 0 else 0.0
+        return self.last

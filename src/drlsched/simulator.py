@@ -1,9 +1,10 @@
 """Discrete-event cluster simulator: arrivals, a kube-like scheduling queue, cold starts, contention, traffic.
 
 Time is simulated seconds. Model (documented in docs/simulator.md):
-- Scheduling: pods wait in a queue ordered by priority then readiness; a pod that fits nowhere moves to an
-  unschedulable set and is retried when capacity frees (kube-scheduler's unschedulable queue). A pod whose
-  request exceeds every node even when empty is reported unschedulable at once.
+- Scheduling: kube-scheduler's queue. Pods wait ordered by priority, then by when they last entered the queue; a
+  pod that fits nowhere moves to an unschedulable set and is retried when capacity frees, behind the pods that
+  are not within their backoff. A pod whose request exceeds every node even when empty is reported
+  unschedulable at once.
 - Start: binding is followed by a cold start (normal, mean 1 s, std 0.3 s unless the pod fixes it).
 - Contention: every running pod uses request × a usage ratio, resampled at each usage tick. When a node's CPU
   usage exceeds its capacity, its batch pods progress at capacity / usage (a per-node virtual clock, so a
@@ -29,7 +30,7 @@ import numpy as np
 
 from drlsched.cluster import Cluster, PodRequest
 from drlsched.errors import UserError
-from drlsched.fragmentation import ShapeCounter, fragmentation_ratio
+from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.metrics import Accumulator, summarize
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
 from drlsched.workload import PodSpec, QoS, Workload
@@ -53,6 +54,9 @@ class SimConfig:
     sla_saturated_fraction: float = 0.01
     sla_pending_s: float = 5.0
     drain_s: float | None = None  # simulated time after the arrival window; None = 10 × the window
+    # kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds (0 disables backoff).
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 10.0
     allow_unschedulable: bool = False  # pods that fit no empty node: count them instead of failing
     check_invariants: bool = False
     series: bool = True
@@ -77,14 +81,18 @@ class _Job:
 
 
 class _Run:
-    __slots__ = ("bind_t", "epoch", "gpu_ids", "gpus", "job", "node", "ready_t", "remote_mb", "req", "sat0",
-                 "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "traffic_t", "work")
+    __slots__ = ("attempts", "backoff_t", "bind_t", "epoch", "gpu_ids", "gpus", "job", "node", "queue_t", "ready_t",
+                 "remote_mb", "req", "sat0", "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state",
+                 "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
         self.spec = spec
         self.job = job
         self.startup = startup
         self.ready_t = spec.arrival_s
+        self.queue_t = spec.arrival_s  # order in the active queue: when it (re)entered the queue
+        self.attempts = 0  # failed scheduling attempts
+        self.backoff_t = 0.0  # not retried before this unless the scheduler is otherwise idle
         self.bind_t = -1.0
         self.start_t = -1.0
         self.node = -1
@@ -118,9 +126,10 @@ class Simulator:
         policy.reset(self.cluster, np.random.default_rng(seeds[2]))
         dur = max(workload.duration_s, 1.0)
         self.tick_s = self.cfg.tick_s or max(15.0, dur / 4000.0)
-        self.end_t = dur + (self.cfg.drain_s if self.cfg.drain_s is not None else 10.0 * dur)
+        self.end_t = horizon(workload.duration_s, self.cfg.drain_s)
         self.load_curve = workload.load_curve
         self.shapes = ShapeCounter()
+        self.frag = FragmentationTracker(self.cluster, self.shapes) if self.cluster.total_gpu_milli else None
         self.acc = Accumulator()
         n = self.cluster.size
         # Per-node contention state: virtual clock of batch progress, cumulative CPU-saturated time.
@@ -266,6 +275,9 @@ class Simulator:
             a.gpu_use_s += self._gpu_now * dt
             a.cpu_alloc_s += self._req_cpu_now * dt
             a.gpu_alloc_s += self._gpu_alloc_now * dt
+            if self.frag is not None and self.shapes.current is not None:
+                a.frag_s += self.frag.ratio() * dt
+                a.frag_time += dt
         self.now = t
 
     def _touch(self, node: int, t: float) -> None:
@@ -360,7 +372,7 @@ class Simulator:
             self.acc.unschedulable_examples.append(msg)
 
     def _enqueue(self, run: _Run, t: float) -> None:
-        run.ready_t = t
+        run.ready_t = run.queue_t = t
         run.state = _PENDING
         self.pending_count += 1
         heapq.heappush(self.active, (-run.spec.priority, t, next(self.seq), run))
@@ -392,18 +404,26 @@ class Simulator:
         return (spec.gpus, *rest) if spec.gpus in spec.gpu_options else spec.gpu_options
 
     def _schedule(self, t: float) -> Generator[PodContext, Decision | None, None]:
+        """kube-scheduler's queue: the active queue by priority, then by when a pod (re)entered it; a pod that fits
+        nowhere waits until capacity frees, and a retry within its backoff (doubling per failed attempt) comes
+        after the active queue is empty, as with kube-scheduler's backoff queue and SchedulerPopFromBackoffQ."""
+        backing_off: list[tuple] = []
         if self.freed:
             for run in self.unschedulable:
-                heapq.heappush(self.active, (-run.spec.priority, run.ready_t, next(self.seq), run))
+                if run.backoff_t > t:
+                    backing_off.append((run.backoff_t, -run.spec.priority, run.queue_t, next(self.seq), run))
+                else:
+                    heapq.heappush(self.active, (-run.spec.priority, run.queue_t, next(self.seq), run))
+            heapq.heapify(backing_off)
             self.unschedulable = []
             self.freed = False
         c = self.cluster
         failed: list[PodRequest] = []
-        while self.active:
-            run = heapq.heappop(self.active)[3]
+        while self.active or backing_off:
+            run = heapq.heappop(self.active if self.active else backing_off)[-1]
             r0 = run.req
             if not run.spec.gpu_options and any(_dominates(r0, f) for f in failed):
-                self.unschedulable.append(run)
+                self._failed(run, t)
                 continue
             options = []
             for g in self._gpu_options(run.spec):
@@ -414,13 +434,21 @@ class Simulator:
                 ctx.data_nodes = Counter(n for p in run.spec.parents for n in run.job.tasks.get(p, (0, 0, []))[2])
             decision = yield ctx
             if decision is None:
-                self.unschedulable.append(run)
+                self._failed(run, t)
                 if not run.spec.gpu_options and not any(_dominates(r0, f) for f in failed):
                     # Keep only the minimal failed requests: the check above stays short.
                     failed = [f for f in failed if not _dominates(f, r0)]
                     failed.append(r0)
                 continue
             self._bind(run, decision, options, t)
+
+    def _failed(self, run: _Run, t: float) -> None:
+        run.attempts += 1
+        run.queue_t = t
+        cfg = self.cfg
+        if cfg.backoff_max_s > 0:
+            run.backoff_t = t + min(cfg.backoff_initial_s * 2.0 ** min(run.attempts - 1, 60), cfg.backoff_max_s)
+        self.unschedulable.append(run)
 
     def _bind(self, run: _Run, d: Decision, options: list[Option], t: float) -> None:
         option = next((o for o in options if o.gpus == d.gpus), None)
@@ -430,6 +458,8 @@ class Simulator:
         r = option.request
         ids = d.gpu_ids if d.gpu_ids is not None else c.pick_gpus(d.node, r)
         c.allocate(d.node, r, ids)
+        if self.frag is not None:
+            self.frag.touch(d.node)
         c.starting_cpu[d.node] += r.cpu
         run.req, run.node, run.gpu_ids, run.gpus = r, d.node, ids, d.gpus
         if run.bind_t < 0:
@@ -580,6 +610,8 @@ class Simulator:
         if replan:
             self._refresh(node, t)
         c.release(node, run.req, run.gpu_ids)  # type: ignore[arg-type]
+        if self.frag is not None:
+            self.frag.touch(node)
         self._req_cpu_now -= run.req.cpu  # type: ignore[union-attr]
         self._gpu_alloc_now -= run.req.gpus * run.req.gpu_milli  # type: ignore[union-attr]
         self._account_traffic(run.job, t)
@@ -676,12 +708,8 @@ class Simulator:
 
     def _sample(self, t: float) -> None:
         c, a = self.cluster, self.acc
-        frag = 0.0
-        if c.total_gpu_milli and self.shapes.current is not None and a.first_arrival is not None:
-            frag = fragmentation_ratio(c.gpu_free, c.cap_cpu - c.req_cpu, c.node_model_bit, self.shapes.current)
-            a.frag_s += frag * self.tick_s
-            a.frag_time += self.tick_s
         if self.cfg.series:
+            frag = self.frag.ratio() if self.frag is not None else 0.0
             gcap = c.total_gpu_milli or 1
             a.series.append((t, self.sum_eff_cpu / c.total_cpu, self._mem_now / c.total_mem,
                              self._gpu_now / gcap, self._req_cpu_now / c.total_cpu, self._gpu_alloc_now / gcap,
@@ -727,6 +755,12 @@ class Simulator:
             # Busy window: first arrival to the last completion, or to the end if pods still run.
             end = self.now if self.slot_runs or self.starting else a.last_finish
             a.busy_s = max(0.0, end - a.first_arrival)
+
+
+def horizon(duration_s: float, drain_s: float | None = None) -> float:
+    """When a simulation of an arrival window of `duration_s` stops: the window, then `drain_s` (default 10 × it)."""
+    dur = max(duration_s, 1.0)
+    return dur + (drain_s if drain_s is not None else 10.0 * dur)
 
 
 def _dominates(r: PodRequest, failed: PodRequest) -> bool:
