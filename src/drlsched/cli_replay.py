@@ -57,7 +57,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"\rreplay: {done}/{total} pods finished", end="", file=sys.stderr, flush=True)
 
     metrics = replay(workload, core, namespace=args.namespace, scheduler_name=SCHEDULERS[args.scheduler],
-                     speedup=args.speedup, pending_timeout_s=args.pending_timeout, progress=progress)
+                     speedup=args.speedup, pending_timeout_s=args.pending_timeout, horizon_s=args.horizon,
+                     keep_pods=args.keep_pods, progress=progress)
     if show:
         print(file=sys.stderr)
     lag = float(metrics["submit_lag_p99_s"])  # type: ignore[arg-type]
@@ -99,6 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--namespace", default="drlsched-replay", help="namespace for the pods (created if missing)")
     p.add_argument("--pending-timeout", type=positive_float, default=30.0, metavar="SECONDS",
                    help="stop when nothing has changed for this long after the last arrival (default 30)")
+    p.add_argument("--horizon", type=positive_float, metavar="SECONDS",
+                   help="stop this many workload seconds after the start; pods still running then count as "
+                        "running at the end (default: the simulator's horizon, the window then 10 × it)")
+    p.add_argument("--keep-pods", action="store_true", help="leave the replay's pods on the cluster when done")
     p.add_argument("--seed", type=non_negative_int, default=0, help="workload seed (default 0)")
     p.add_argument("--json", required=True, metavar="FILE|-", help="write the metrics JSON here (- for stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress line")

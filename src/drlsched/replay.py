@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import queue
 import threading
@@ -29,15 +30,17 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
-from drlsched.fragmentation import ShapeCounter, fragmentation_ratio
+from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, job_label_value
 from drlsched.kube_objects import node_specs
 from drlsched.metrics import Accumulator, summarize
+from drlsched.simulator import horizon
 from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, GPU_UTIL_ANNOTATION, MEMORY_USAGE_ANNOTATION
 from drlsched.testbed.nodes import GPU_MODEL_LABEL
 from drlsched.testbed.pods import pod_manifest
 from drlsched.workload import PodSpec, QoS, Workload
 
+log = logging.getLogger("drlsched.replay")
 POD_LABEL = "drlsched.io/replay"
 MIN_DURATION_MS = 10
 SLA_PENDING_S = 5.0
@@ -146,14 +149,20 @@ class _Watcher(threading.Thread):
 
 def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: str = "default",
            scheduler_name: str = "default-scheduler", speedup: float = 1.0, pending_timeout_s: float = 30.0,
+           horizon_s: float | None = None, keep_pods: bool = False,
            progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
-    """Replay the workload's pods on the cluster behind `core`; returns the simulator's metric keys."""
+    """Replay the workload's pods on the cluster behind `core`; returns the simulator's metric keys.
+
+    The replay stops when every pod has finished, or at `horizon_s` workload seconds (default: the simulator's
+    horizon, the window then 10 × it), where pods still running count as running at the end as in a simulation.
+    The run's pods are deleted at the end unless `keep_pods`."""
     if not (math.isfinite(speedup) and speedup > 0):
         raise UserError(f"--speedup must be a positive number, got {speedup}")
     cluster = Cluster(node_specs(core))
     if not cluster.size:
         raise UserError("the cluster has no nodes")
     run_id = uuid.uuid4().hex[:10]
+    stop_s = (horizon_s if horizon_s is not None else horizon(workload.duration_s)) / speedup
     t0 = time.monotonic()
 
     def clock() -> float:
@@ -230,6 +239,8 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                 break
             if nxt is None and now - last_change > pending_timeout_s:
                 break  # nothing has moved for a while: only unschedulable pods (or their children) are left
+            if now >= stop_s:
+                break
             wait = 0.05 if nxt is None else min(0.05, max(0.001, nxt.arrival_s / speedup - now))
             try:
                 name, node, phase, at = events.get(timeout=wait)
@@ -255,19 +266,32 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         watcher.stop.set()
+        if not keep_pods:
+            _delete_run(core, namespace, run_id)
     wall = clock()
-    metrics = _metrics(list(records.values()), cluster, speedup)
+    metrics = _metrics(list(records.values()), cluster, speedup, min(wall, stop_s))
     lags = [(r.ready - r.due) * speedup for r in records.values() if r.ready >= 0]
     metrics["submit_lag_p99_s"] = float(np.percentile(lags, 99)) if lags else 0.0
     metrics.update({"policy": scheduler_name, "scenario": workload.name, "nodes": cluster.size,
                     "pods": len(records), "wall_s": wall,
+                    "pods_finished": finished, "pods_running_at_end": int(metrics["pods_scheduled"]) - finished,
                     "placements_per_s": metrics["pods_scheduled"] / wall if wall > 0 else 0.0,
                     "source": "replay", "speedup": speedup})
     return metrics
 
 
-def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float) -> dict[str, object]:
-    """The simulator's metrics from the observed timeline (workload seconds = replayer seconds × speedup)."""
+def _delete_run(core: kubernetes.client.CoreV1Api, namespace: str, run_id: str) -> None:
+    try:
+        core.delete_collection_namespaced_pod(namespace, label_selector=f"{POD_LABEL}={run_id}",
+                                              grace_period_seconds=0, _preload_content=False)
+    except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError) as err:
+        log.warning("could not delete the replay's pods (label %s=%s): %s", POD_LABEL, run_id, err)
+
+
+def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: float | None = None,
+             ) -> dict[str, object]:
+    """The simulator's metrics from the observed timeline (workload seconds = replayer seconds × speedup); `end`
+    is when the replay stopped (default: the last completion), the end of pods still running."""
     acc = Accumulator()
     bound = [r for r in records if r.bound >= 0]
     acc.pods_arrived = len(records)
@@ -278,9 +302,11 @@ def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float) -> dict
     first = min(created) if created else 0.0
     ends = [r.ended for r in records if r.ended >= 0]
     last = max(ends) if ends else first
+    running = any(r.bound >= 0 > r.ended for r in records)
+    stop = end if end is not None and running else last
     acc.first_arrival = first * speedup
     acc.last_finish = last * speedup
-    acc.busy_s = max(0.0, last - first) * speedup
+    acc.busy_s = max(0.0, stop - first) * speedup
     index = {name: i for i, name in enumerate(cluster.names)}
     jobs: dict[str, list[PodRecord]] = {}
     for r in records:
@@ -295,7 +321,7 @@ def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float) -> dict
         if all(r.ended >= 0 for r in pods):
             acc.jct.append((max(r.ended for r in pods) - min(r.ready for r in pods)) * speedup)
         _job_traffic(pods, cluster, index, acc, speedup)
-    _integrate(bound, cluster, index, acc, speedup, last)
+    _integrate(records, cluster, index, acc, speedup, stop)
     return summarize(acc, total_cpu=cluster.total_cpu, total_mem=cluster.total_mem,
                      total_gpu_milli=cluster.total_gpu_milli)
 
@@ -337,11 +363,14 @@ def _remote_seconds(talker: PodRecord, pods: list[PodRecord]) -> float:
     return total
 
 
-def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
+def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
                speedup: float, end: float) -> None:
-    """Time integrals of allocation and emulated usage, and GPU fragmentation, replaying bind/end in order."""
-    events: list[tuple[float, int, PodRecord]] = []
-    for r in bound:
+    """Time integrals of allocation and emulated usage, and GPU fragmentation, replaying arrival/bind/end in order.
+    As in the simulator, a pod's shape counts towards the typical shapes when it arrives, bound or not."""
+    events: list[tuple[float, int, PodRecord]] = [(r.ready, 0, r) for r in records if r.ready >= 0]
+    for r in records:
+        if r.bound < 0:
+            continue
         events.append((r.bound, 1, r))
         # Releases sort before allocations at the same instant (capacity frees first), except a pod's own
         # release, which must follow its allocation when it ends the instant it is bound (or never ended).
@@ -349,6 +378,7 @@ def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], 
         events.append((stop, -1 if stop > r.bound else 2, r))
     events.sort(key=lambda e: (e[0], e[1]))
     shapes = ShapeCounter()
+    frag = FragmentationTracker(cluster, shapes) if cluster.total_gpu_milli else None
     gpu_ids: dict[str, tuple[int, ...]] = {}
     prev = events[0][0] if events else 0.0
     alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = 0.0
@@ -360,23 +390,26 @@ def _integrate(bound: list[PodRecord], cluster: Cluster, index: dict[str, int], 
             acc.cpu_use_s += use_cpu * dt
             acc.mem_use_s += use_mem * dt
             acc.gpu_use_s += use_gpu * dt
-            if cluster.total_gpu_milli and shapes.current is not None:
-                frag = fragmentation_ratio(cluster.gpu_free, cluster.cap_cpu - cluster.req_cpu,
-                                           cluster.node_model_bit, shapes.current)
-                acc.frag_s += frag * dt
+            if frag is not None and shapes.current is not None:
+                acc.frag_s += frag.ratio() * dt
                 acc.frag_time += dt
         prev = t
-        spec, node = r.spec, index[r.node]
+        spec = r.spec
         req = cluster.request(spec)
+        if sign == 0:
+            shapes.add(req.cpu, req.gpus, req.gpu_milli, req.model_mask)
+            continue
+        node = index[r.node]
         if sign == 2:
             sign = -1
         if sign > 0:
-            shapes.add(req.cpu, req.gpus, req.gpu_milli, req.model_mask)
             ids = cluster.pick_gpus(node, req) if cluster.feasible(req)[node] else ()
             gpu_ids[r.name] = ids
             cluster.allocate(node, req, ids)
         else:
             cluster.release(node, req, gpu_ids.pop(r.name))
+        if frag is not None:
+            frag.touch(node)
         alloc_cpu += sign * spec.cpu_m
         alloc_gpu += sign * spec.gpus * (spec.gpu_milli or 1000)
         if r.started >= 0:  # emulated usage, counted from binding (KWOK starts pods at once)

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import kubernetes
+
 from drlsched.metrics import METRIC_KEYS, RUN_KEYS
 from drlsched.testbed import controlplane
 
@@ -31,6 +33,21 @@ def test_replay_matches_the_simulated_timeline(testbed: controlplane.Testbed, tm
     # machine widens the gap). Stages released together instead of in order would cut the JCT by half or more.
     assert abs(real["jct_p50_s"] - simulated["jct_p50_s"]) < 0.3 * simulated["jct_p50_s"]
     assert real["cross_node_traffic_gb"] > 0
+
+
+def test_replay_stops_at_its_horizon_and_removes_its_pods(testbed: controlplane.Testbed, tmp_path) -> None:
+    out = tmp_path / "replay.json"
+    res = subprocess.run([sys.executable, "-m", "drlsched.cli", "replay", "--scenario", "spark-tpcds", "--duration",
+                          "60", "--seed", "5", "--speedup", "20", "--horizon", "20", "--namespace", "horizon",
+                          "--kubeconfig", str(testbed.kubeconfig), "--json", str(out), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    real = json.loads(out.read_text())
+    assert real["pods_running_at_end"] > 0  # spark stages run for tens of seconds: at 20 s many are still running
+    assert real["pods_finished"] + real["pods_running_at_end"] == real["pods_scheduled"]
+    core = kubernetes.client.CoreV1Api(testbed.api_client())
+    left = [p for p in core.list_namespaced_pod("horizon").items if not p.metadata.deletion_timestamp]
+    assert left == []
 
 
 def test_replay_without_a_cluster_is_a_clear_error(tmp_path) -> None:
