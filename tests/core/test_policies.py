@@ -97,6 +97,19 @@ def test_percentage_of_nodes_to_score_rotates_start():
     assert second[0] == 230 and second[-1] == (230 + 229) % 500
 
 
+def test_the_rotation_walks_nodes_in_the_order_the_api_lists_them():
+    # kube-scheduler's node tree (one zone) holds nodes as the API lists them, by name, not as they were given.
+    names = [f"n{i:03d}" for i in range(500)]
+    shuffled = list(np.random.default_rng(3).permutation(names))
+    c = Cluster([NodeSpec(n, 4000, 8192) for n in shuffled])
+    policy = K8sDefault()
+    policy.reset(c, np.random.default_rng(0))
+    option = Option(0, c.request(PodSpec("p", "j", 0.0, 100, 100)), np.ones(500, bool))
+    first = policy.candidates(option)
+    assert [c.names[i] for i in first] == names[:230]
+    assert [c.names[i] for i in policy.candidates(option)][:2] == ["n230", "n231"]
+
+
 def typical(cpu, gpus, milli, freq):
     return TypicalPods(np.array(cpu), np.array(gpus), np.array(milli), np.zeros(len(cpu), dtype=np.int64),
                        np.array(freq, dtype=float))

@@ -9,7 +9,8 @@ and the testbed's kube-scheduler) scores the change in balance the pod brings an
 PodTopologySpread, InterPodAffinity, ImageLocality) give every node the same score for the pods we model (no
 PreferNoSchedule taints, affinities, spread constraints or images), so they cannot change the choice.
 Only the first `numFeasibleNodesToFind` feasible nodes from a rotating start index are scored
-(percentageOfNodesToScore, adaptive by default), and ties break uniformly at random.
+(percentageOfNodesToScore, adaptive by default), walking the nodes in the scheduler's node-tree order (one zone:
+the order the API lists them, by name), and ties break uniformly at random.
 """
 
 from __future__ import annotations
@@ -34,19 +35,22 @@ class K8sDefault(ScoringPolicy):
         super().reset(cluster, rng)
         self.next_start = 0
         self.to_find = num_feasible_nodes_to_find(cluster.size, self.percentage)
+        order = np.argsort(np.array(cluster.names), kind="stable")
+        self.order = None if np.array_equal(order, np.arange(cluster.size)) else order
 
     def candidates(self, option: Option) -> np.ndarray:
-        feasible = np.flatnonzero(option.feasible)
         n = self.cluster.size
         if self.to_find >= n:
-            return feasible
-        # Filtering walks the nodes round-robin from next_start and stops after to_find feasible ones.
+            return np.flatnonzero(option.feasible)
+        # Filtering walks the nodes round-robin from next_start (a position in the walk order) and stops after
+        # to_find feasible ones.
+        feasible = np.flatnonzero(option.feasible if self.order is None else option.feasible[self.order])
         split = int(np.searchsorted(feasible, self.next_start))
         ordered = np.concatenate((feasible[split:], feasible[:split]))
         chosen = ordered[: self.to_find]
         processed = n if ordered.size < self.to_find else (int(chosen[-1]) - self.next_start) % n + 1
         self.next_start = (self.next_start + processed) % n
-        return chosen
+        return chosen if self.order is None else self.order[chosen]
 
     def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
         # The formulas of drlsched.kube_scoring, specialised for capacities > 0 (validated) on the hot path:
