@@ -7,15 +7,17 @@
   the apiserver refuses (409) a second binding or one for a re-created pod of the same name.
 - Never loses a pod: every pending pod of ours is in the queue until the API shows it bound or gone; after any
   watch failure (an apiserver restart) the informer re-lists and the queue is rebuilt from that list.
-- Unschedulable pods get a FailedScheduling event and PodScheduled=False, and are retried with exponential
-  backoff (1 s doubling to 10 s: kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds).
+- Unschedulable pods get a FailedScheduling event and PodScheduled=False and wait, as in kube-scheduler's queue,
+  until capacity may have freed (a bound pod ends or goes, a node appears or changes; at the latest after
+  5 min). They are then retried after the pods that are not backing off: a pod's backoff doubles from 1 s to
+  10 s per failed attempt (kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds), and a pod still
+  backing off is tried only behind the others (SchedulerPopFromBackoffQ), not held back by a timer. Within
+  each group: priority, then when the pod last entered the queue. Failed binds are retried after the backoff.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import heapq
-import itertools
 import json
 import logging
 import threading
@@ -40,6 +42,7 @@ from drlsched.workload import PodSpec
 log = logging.getLogger("drlsched.k8s")
 INITIAL_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 10.0
+MAX_UNSCHEDULABLE_S = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 _BIND_WORKERS = 32
 
 
@@ -49,8 +52,12 @@ class _Pending:
     name: str
     spec: PodSpec
     selector: dict[str, str]  # spec.nodeSelector
+    queued_at: float = 0.0  # when it last entered the queue: order within a priority
     attempts: int = 0
-    not_before: float = 0.0
+    backoff_until: float = 0.0
+    not_before: float = 0.0  # not tried before this: a failed bind's backoff, or an unschedulable pod's wait
+    parked: bool = False  # unschedulable: waits for capacity to free (or for not_before)
+    freed_seen: int = 0  # capacity events counted when it was taken off the queue
 
 
 class SecondScheduler:
@@ -74,9 +81,11 @@ class SecondScheduler:
             metrics.register(self.registry)
         self.rollout = rollout(self.placer, self.registry) if rollout is not None else None
         self.registry.add(prom.CallbackGauge("drlsched_scheduler_pending_pods", "Pods queued.", self.pending))
-        self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist)
+        self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist,
+                                 on_node=self._on_node)
         self._pending: dict[str, _Pending] = {}
         self._binding: set[str] = set()  # uids with a bind in flight
+        self._freed = 0  # capacity events so far (bound pods that ended or went, nodes added or changed)
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=_BIND_WORKERS, thread_name_prefix="bind")
@@ -130,27 +139,44 @@ class SecondScheduler:
                         return
                     selector = (obj.get("spec") or {}).get("nodeSelector") or {}
                     self._pending[uid] = _Pending(meta.get("namespace", "default"), meta["name"], spec,
-                                                  {str(k): str(v) for k, v in dict(selector).items()})
+                                                  {str(k): str(v) for k, v in dict(selector).items()},
+                                                  queued_at=time.monotonic())
                     self._cond.notify()
-            else:
-                self._pending.pop(uid, None)
+                return
+            self._pending.pop(uid, None)
+            if (obj.get("spec") or {}).get("nodeName") and (
+                    event == "DELETED" or (obj.get("status") or {}).get("phase") in TERMINAL_PHASES):
+                self._capacity_freed()
+
+    def _on_node(self, event: str, obj: dict[str, Any]) -> None:
+        if event != "DELETED":
+            with self._cond:
+                self._capacity_freed()
+
+    def _capacity_freed(self) -> None:
+        """Unschedulable pods may fit now: back into the queue (caller holds the lock)."""
+        self._freed += 1
+        woken = False
+        for p in self._pending.values():
+            if p.parked:
+                p.parked, p.not_before, woken = False, 0.0, True
+        if woken:
+            self._cond.notify()
 
     # --- the decision loop ---------------------------------------------------------------------------------
 
     def _ready(self) -> list[tuple[str, _Pending]]:
-        """Pods due now, highest priority first (then oldest); waits while there are none."""
+        """Pods due now in kube-scheduler's order (see the module doc); waits while there are none."""
         with self._cond:
             while not self._stopping.is_set():
                 now = time.monotonic()
                 due = [(uid, p) for uid, p in self._pending.items() if p.not_before <= now]
                 if due and self.informer.is_synced():
-                    for uid, _ in due:
+                    for uid, p in due:
                         del self._pending[uid]
+                        p.freed_seen = self._freed
                     self._binding.update(uid for uid, _ in due)
-                    order = itertools.count()
-                    heap = [(-p.spec.priority, next(order), uid, p) for uid, p in due]
-                    heapq.heapify(heap)
-                    return [(uid, p) for *_, uid, p in (heapq.heappop(heap) for _ in range(len(heap)))]
+                    return [(uid, p) for _, uid, p in sorted((_queue_key(p, now), uid, p) for uid, p in due)]
                 wake = min((p.not_before for p in self._pending.values()), default=now + 1.0)
                 self._cond.wait(timeout=max(0.01, min(wake - now, 1.0)))
             return []
@@ -168,16 +194,26 @@ class SecondScheduler:
                 if choice.node is None:
                     self.outcomes.inc(outcome="unschedulable")
                     self._pool.submit(self._unschedulable, pending, choice.reason)
-                    self._requeue(uid, pending)
+                    self._requeue(uid, pending, park=True)
                     continue
                 self.state.assume(pending.spec, choice.node)
                 notes = {ARM_ANNOTATION: routed.arm, POLICY_ANNOTATION: routed.policy} if routed else {}
                 self._pool.submit(self._bind, uid, pending, choice.node, notes)
 
-    def _requeue(self, uid: str, pending: _Pending) -> None:
+    def _requeue(self, uid: str, pending: _Pending, park: bool = False) -> None:
+        """Back into the queue after a failed attempt: an unschedulable pod (`park`) waits for capacity to free
+        unless some freed while it was being decided; a failed bind is retried once its backoff is over."""
+        now = time.monotonic()
         pending.attempts += 1
-        pending.not_before = time.monotonic() + min(INITIAL_BACKOFF_S * 2 ** (pending.attempts - 1), MAX_BACKOFF_S)
+        pending.queued_at = now
+        pending.backoff_until = now + min(INITIAL_BACKOFF_S * 2 ** min(pending.attempts - 1, 30), MAX_BACKOFF_S)
         with self._cond:
+            if not park:
+                pending.not_before = pending.backoff_until
+            elif self._freed != pending.freed_seen:
+                pending.not_before = 0.0
+            else:
+                pending.parked, pending.not_before = True, now + MAX_UNSCHEDULABLE_S
             self._binding.discard(uid)
             self._pending[uid] = pending
             self._cond.notify()
@@ -262,6 +298,13 @@ class SecondScheduler:
             request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
+
+
+def _queue_key(p: _Pending, now: float) -> tuple[float, ...]:
+    """Pods done backing off first (kube-scheduler's activeQ), then the others by backoff expiry (its backoffQ)."""
+    if p.backoff_until <= now:
+        return (0.0, 0.0, -p.spec.priority, p.queued_at)
+    return (1.0, p.backoff_until, -p.spec.priority, p.queued_at)
 
 
 def _now() -> str:

@@ -27,7 +27,8 @@ _READ_TIMEOUT_S = WATCH_TIMEOUT_S + 30
 
 class Informer:
     """Keeps `state` current. `on_pod(kind, obj)` also sees every pod event ("ADDED"/"MODIFIED"/"DELETED", and
-    "RELISTED" with the whole list's objects one by one), e.g. for the second scheduler's queue."""
+    "RELISTED" with the whole list's objects one by one), e.g. for the second scheduler's queue; `on_node` every
+    node event after a list."""
 
     def __init__(
         self,
@@ -35,11 +36,13 @@ class Informer:
         state: ClusterState,
         on_pod: Callable[[str, dict[str, Any]], None] | None = None,
         on_relist: Callable[[], None] | None = None,
+        on_node: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.core = kubernetes.client.CoreV1Api(api)
         self.state = state
         self.on_pod = on_pod
         self.on_relist = on_relist
+        self.on_node = on_node
         self.stopping = threading.Event()
         self.synced = {"nodes": threading.Event(), "pods": threading.Event()}
         self.relists = 0
@@ -127,6 +130,8 @@ class Informer:
                     self.state.delete_node(obj["metadata"]["name"])
                 else:
                     self.state.set_node(obj)
+                if self.on_node is not None:
+                    self.on_node(event, obj)
                 return
             if event == "DELETED":
                 uid = obj["metadata"].get("uid") or f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"

@@ -1,0 +1,73 @@
+"""The second scheduler's queue follows kube-scheduler's: an unschedulable pod waits for capacity to free, not for
+a timer, and a pod still backing off is tried behind the pods that are not (no cluster needed)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+
+from drlsched.k8s.second_scheduler import MAX_UNSCHEDULABLE_S, SecondScheduler
+from drlsched.policies import make_policy
+from drlsched.testbed.pods import pod_manifest
+
+NAME = "drl-scheduler"
+
+
+def _pod(name: str, node: str = "", phase: str = "Pending") -> dict:
+    m = pod_manifest(name, duration=None)
+    m["metadata"].update(uid=f"uid-{name}", namespace="default")
+    m["spec"]["schedulerName"] = NAME
+    if node:
+        m["spec"]["nodeName"] = node
+    m["status"] = {"phase": phase}
+    return m
+
+
+@pytest.fixture
+def queue() -> Iterator[SecondScheduler]:
+    """A scheduler whose loop and watches are not started: the test drives its queue by hand."""
+    s = SecondScheduler(kubernetes.client.ApiClient(), make_policy("k8s-default"), NAME)
+    for event in s.informer.synced.values():
+        event.set()
+    yield s
+    s._pool.shutdown(wait=True)
+
+
+def _take(s: SecondScheduler) -> dict:
+    """The due pods, in the order the loop would decide them: name -> queue entry."""
+    return {p.name: p for _, p in s._ready()}
+
+
+def test_an_unschedulable_pod_waits_for_capacity_to_free_then_queues_behind_fresh_pods(
+    queue: SecondScheduler,
+) -> None:
+    queue._on_pod("ADDED", _pod("old"))
+    old = _take(queue)["old"]
+    queue._requeue("uid-old", old, park=True)
+    assert old.parked and old.not_before >= time.monotonic() + MAX_UNSCHEDULABLE_S - 5
+
+    queue._on_pod("ADDED", _pod("new"))
+    assert list(_take(queue)) == ["new"]  # the parked pod is not retried while nothing has freed
+
+    queue._on_pod("MODIFIED", _pod("finished", node="n1", phase="Succeeded"))  # a bound pod ended
+    queue._on_pod("ADDED", _pod("newer"))
+    # Both are due; "old" is still within its 1 s backoff, so it comes after the pod that is not backing off.
+    assert list(_take(queue)) == ["newer", "old"]
+
+
+def test_capacity_freed_while_a_pod_is_decided_requeues_it_at_once(queue: SecondScheduler) -> None:
+    queue._on_pod("ADDED", _pod("p"))
+    p = _take(queue)["p"]
+    queue._on_pod("DELETED", _pod("gone", node="n1", phase="Running"))  # frees room during the decision
+    queue._requeue("uid-p", p, park=True)
+    assert not p.parked and p.not_before == 0.0
+
+
+def test_a_failed_bind_is_retried_after_its_backoff(queue: SecondScheduler) -> None:
+    queue._on_pod("ADDED", _pod("b"))
+    b = _take(queue)["b"]
+    queue._requeue("uid-b", b)
+    assert not b.parked and b.not_before == pytest.approx(time.monotonic() + 1.0, abs=0.5)
