@@ -47,3 +47,14 @@ def test_scenario_profile_is_the_scenarios_own_cluster() -> None:
         assert milli_cpu(alloc["cpu"]) == spec.cpu_m and mebibytes(alloc["memory"]) == spec.mem_mib
         assert int(alloc.get("nvidia.com/gpu", "0")) == spec.gpus
         assert m["metadata"]["labels"].get("drlsched.io/gpu-model", "") == spec.gpu_model
+
+
+def test_exact_nodes_read_back_as_the_same_specs() -> None:
+    # A trace's cluster (odd sizes, a P100 with one GPU, its own names and racks), as a replay needs it.
+    from drlsched.k8s.state import node_spec
+    from drlsched.testbed.nodes import exact_node_manifests
+    from drlsched.workload import NodeSpec
+
+    specs = [NodeSpec("openb-node-0007", 8000, 61440, 1, "P100", rack="r3", max_pods=64),
+             NodeSpec("openb-node-0100", 32000, 262144, 0, "", rack="r9")]
+    assert [node_spec(m) for m in exact_node_manifests(specs)] == specs

@@ -12,7 +12,7 @@ import shutil
 import ssl
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,10 +25,11 @@ from drlsched.errors import UserError
 from drlsched.testbed import processes
 from drlsched.testbed.build import find_binaries
 from drlsched.testbed.kwok_config import kwok_config
-from drlsched.testbed.nodes import node_manifests, profile_names
+from drlsched.testbed.nodes import exact_node_manifests, node_manifests, profile_names
 from drlsched.testbed.pki import Pki, create_pki, write_kubeconfig
 from drlsched.testbed.pods import create_concurrently
 from drlsched.testbed.processes import LOOPBACK
+from drlsched.workload import NodeSpec
 
 STATE_FILE = "state.json"
 MARKER = ".drlsched-testbed"  # marks a directory as a testbed's, so reusing or wiping it is safe
@@ -44,6 +45,7 @@ class Options:
     gpu_nodes: int = 0
     profile: str = "uniform"
     scheduler: str = "default"
+    node_specs: Sequence[NodeSpec] | None = None  # exactly these nodes (`nodes` must match; the profile is a label)
     apiserver_port: int = 0  # 0: any free port
 
 
@@ -146,7 +148,9 @@ def _check_options(options: Options) -> None:
         raise UserError("--nodes must be at least 1")
     if not 0 <= options.gpu_nodes <= options.nodes:
         raise UserError(f"--gpu-nodes must be between 0 and --nodes ({options.nodes})")
-    if options.profile not in profile_names():
+    if options.node_specs is not None and len(options.node_specs) != options.nodes:
+        raise UserError(f"{len(options.node_specs)} node specs for --nodes {options.nodes}")
+    if options.node_specs is None and options.profile not in profile_names():
         raise UserError(f"unknown node profile {options.profile!r}; choose one of {', '.join(profile_names())}")
     if options.scheduler not in SCHEDULERS:
         raise UserError(f"unknown scheduler {options.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
@@ -236,7 +240,8 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
         started = time.monotonic()
         create_concurrently(
             kubernetes.client.CoreV1Api(api).create_node,
-            node_manifests(options.nodes, options.gpu_nodes, options.profile),
+            exact_node_manifests(options.node_specs) if options.node_specs is not None
+            else node_manifests(options.nodes, options.gpu_nodes, options.profile),
         )
         testbed.step_seconds["create-nodes"] = round(time.monotonic() - started, 2)
 

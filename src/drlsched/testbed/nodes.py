@@ -8,8 +8,11 @@ proportions without RNG.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from drlsched.workload import NodeSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_MODEL_LABEL = "drlsched.io/gpu-model"
@@ -82,8 +85,14 @@ def node_manifests(nodes: int, gpu_nodes: int, profile: str) -> list[dict[str, A
 def _scenario_nodes(name: str, nodes: int) -> list[dict[str, Any]]:
     from drlsched.scenarios import make_scenario
 
+    return exact_node_manifests(make_scenario(name, nodes=nodes).nodes)
+
+
+def exact_node_manifests(specs: Sequence[NodeSpec]) -> list[dict[str, Any]]:
+    """Fake nodes exactly as given (names, sizes, GPU models, racks): e.g. a trace's cluster, for a replay on the
+    nodes it is simulated on."""
     manifests = []
-    for spec in make_scenario(name, nodes=nodes).nodes:
+    for spec in specs:
         m = _node(spec.name, Shape(spec.gpu_model, spec.gpus, 1, 1, 1), spec.rack)
         # Exact sizes (the shape's whole cores and GiB are placeholders here).
         for key in ("allocatable", "capacity"):
