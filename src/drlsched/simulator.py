@@ -429,10 +429,15 @@ class Simulator:
             for g in self._gpu_options(run.spec):
                 r = r0 if g == run.spec.gpus else c.request(run.spec, g)
                 options.append(Option(g, r, c.feasible(r)))
-            ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
-            if self.policy.wants_data_nodes and run.spec.parents:
-                ctx.data_nodes = Counter(n for p in run.spec.parents for n in run.job.tasks.get(p, (0, 0, []))[2])
-            decision = yield ctx
+            decision = None
+            # A pod that fits nowhere now is not shown to the policy: none could place it (and a learned policy's
+            # training never sees such pods).
+            if any(o.feasible.any() for o in options):
+                ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
+                if self.policy.wants_data_nodes and run.spec.parents:
+                    ctx.data_nodes = Counter(n for p in run.spec.parents
+                                             for n in run.job.tasks.get(p, (0, 0, []))[2])
+                decision = yield ctx
             if decision is None:
                 self._failed(run, t)
                 if not run.spec.gpu_options and not any(_dominates(r0, f) for f in failed):

@@ -71,3 +71,29 @@ def test_a_failed_bind_is_retried_after_its_backoff(queue: SecondScheduler) -> N
     b = _take(queue)["b"]
     queue._requeue("uid-b", b)
     assert not b.parked and b.not_before == pytest.approx(time.monotonic() + 1.0, abs=0.5)
+
+
+def test_a_pod_that_fits_nowhere_is_not_shown_to_the_policy() -> None:
+    from drlsched.k8s.placement import Placer
+    from drlsched.k8s.state import ClusterState, pod_spec
+    from drlsched.policies.base import Policy
+    from drlsched.testbed.nodes import node_manifests
+
+    class Watching(Policy):
+        name = "watching"
+        seen = 0
+
+        def select(self, ctx):  # type: ignore[no-untyped-def]
+            Watching.seen += 1
+            return None
+
+    state = ClusterState()
+    for n in node_manifests(3, 0, "uniform"):
+        state.set_node(n)
+    placer = Placer(Watching())
+    huge = pod_spec({**_pod("huge"), "spec": {**_pod("huge")["spec"], "containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"cpu": "10000", "memory": "1Gi"}}}]}})
+    choice = placer.choose(state, huge)
+    assert choice.node is None and "Insufficient cpu" in choice.reason and Watching.seen == 0
+    placer.choose(state, pod_spec(_pod("small")))
+    assert Watching.seen == 1

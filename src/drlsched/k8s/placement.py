@@ -114,9 +114,14 @@ class Placer:
             if names is not None and not names:
                 return Choice(None, pod.gpus,
                               f"0/{size} nodes are available: {size} node(s) didn't match Pod's node selector")
-            decision = self.policy.select(ctx)
-            estimate = getattr(self.policy, "predicted_value", None)
-            self.last_value = float(estimate(ctx)) if callable(estimate) else None
+            # A pod that fits nowhere is not shown to the policy: none could place it, and a learned one would
+            # record a state it never saw in training (the training env skips such pods too).
+            decision = None
+            self.last_value = None
+            if any(o.feasible.any() for o in ctx.options):
+                decision = self.policy.select(ctx)
+                estimate = getattr(self.policy, "predicted_value", None)
+                self.last_value = float(estimate(ctx)) if callable(estimate) else None
             if decision is None:
                 r = ctx.options[0].request
                 why = ctx.cluster.infeasible_reason(r) if not ctx.cluster.fits_when_empty(r) else "no free capacity"

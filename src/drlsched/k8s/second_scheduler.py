@@ -57,6 +57,7 @@ class _Pending:
     backoff_until: float = 0.0
     not_before: float = 0.0  # not tried before this: a failed bind's backoff, or an unschedulable pod's wait
     parked: bool = False  # unschedulable: waits for capacity to free (or for not_before)
+    reported: str = ""  # the unschedulable reason last written to the API (not repeated while it holds)
     freed_seen: int = 0  # capacity events counted when it was taken off the queue
 
 
@@ -193,7 +194,9 @@ class SecondScheduler:
                 self.decision_time.observe(time.perf_counter() - started)
                 if choice.node is None:
                     self.outcomes.inc(outcome="unschedulable")
-                    self._pool.submit(self._unschedulable, pending, choice.reason)
+                    if choice.reason != pending.reported:  # kube-scheduler's event recorder also folds repeats
+                        pending.reported = choice.reason
+                        self._pool.submit(self._unschedulable, pending, choice.reason)
                     self._requeue(uid, pending, park=True)
                     continue
                 self.state.assume(pending.spec, choice.node)
