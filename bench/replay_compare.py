@@ -101,9 +101,12 @@ def run_one(workload_name: str, mode: str, seed: int, args: argparse.Namespace) 
             config["extenders"][0].pop("managedResources", None)
             start_scheduler(testbed, config)
         elif mode == "drl-scheduler":
+            port = processes.free_ports(1)[0]
             helper = subprocess.Popen([*drlsched, "schedule", "--scheduler-name", "drl-scheduler", "--policy",
-                                       args.policy, "--kubeconfig", str(testbed.kubeconfig)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       args.policy, "--kubeconfig", str(testbed.kubeconfig), "--metrics-port",
+                                       str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Ready = its watch has listed the cluster; pods created before would wait for its start-up.
+            wait_http(f"http://{processes.LOOPBACK}:{port}/readyz")
         api = testbed.api_client()
         core = kubernetes.client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": "compare"}})

@@ -97,3 +97,25 @@ def test_a_pod_that_fits_nowhere_is_not_shown_to_the_policy() -> None:
     assert choice.node is None and "Insufficient cpu" in choice.reason and Watching.seen == 0
     placer.choose(state, pod_spec(_pod("small")))
     assert Watching.seen == 1
+
+
+def test_readyz_answers_503_until_ready_while_healthz_is_ok() -> None:
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from drlsched.k8s import prom
+
+    ready = threading.Event()
+    server = prom.MetricsServer(("127.0.0.1", 0), prom.Registry(), ready=ready.is_set)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert urllib.request.urlopen(f"{base}/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{base}/readyz")
+        assert err.value.code == 503
+        ready.set()
+        assert urllib.request.urlopen(f"{base}/readyz").status == 200
+    finally:
+        server.shutdown()

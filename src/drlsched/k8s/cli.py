@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     schedule = sub.add_parser("schedule", help="run drlsched as a second scheduler (pods naming it in schedulerName)")
     _policy_args(schedule)
     schedule.add_argument("--scheduler-name", default="drl-scheduler", help="spec.schedulerName to serve")
-    schedule.add_argument("--metrics-port", type=int, help="serve /metrics and /healthz on this port")
+    schedule.add_argument("--metrics-port", type=int,
+                          help="serve /metrics, /healthz and /readyz (ready once the watch has listed the cluster)")
     schedule.add_argument("--metrics-host", default=LOOPBACK, help="address for --metrics-port (default %(default)s)")
     _rollout_args(schedule)
     schedule.set_defaults(func=_schedule)
@@ -186,7 +187,8 @@ def _schedule(args: argparse.Namespace) -> int:
     _stop_on_signals(stop)
     if args.metrics_port is not None:
         try:
-            server = prom.MetricsServer((args.metrics_host, args.metrics_port), scheduler.registry)
+            server = prom.MetricsServer((args.metrics_host, args.metrics_port), scheduler.registry,
+                                        ready=scheduler.informer.is_synced)
         except OSError as err:
             raise UserError(f"cannot listen on {args.metrics_host}:{args.metrics_port}: {err.strerror}") from None
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()

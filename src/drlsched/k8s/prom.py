@@ -138,8 +138,10 @@ class _MetricsHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/metrics":
             status, body, kind = 200, self.server.registry.exposition(), "text/plain; version=0.0.4"
-        elif self.path in ("/healthz", "/readyz"):
+        elif self.path == "/healthz" or (self.path == "/readyz" and self.server.ready()):
             status, body, kind = 200, "ok\n", "text/plain"
+        elif self.path == "/readyz":
+            status, body, kind = 503, "not ready\n", "text/plain"
         else:
             status, body, kind = 404, "not found\n", "text/plain"
         data = body.encode()
@@ -154,10 +156,13 @@ class _MetricsHandler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(ThreadingHTTPServer):
-    """/metrics and /healthz for a process that serves nothing else (the second scheduler)."""
+    """/metrics, /healthz and /readyz (503 until `ready()`) for a process that serves nothing else (the second
+    scheduler)."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], registry: Registry) -> None:
+    def __init__(self, address: tuple[str, int], registry: Registry, ready: Callable[[], bool] = lambda: True,
+                 ) -> None:
         self.registry = registry
+        self.ready = ready
         super().__init__(address, _MetricsHandler)
