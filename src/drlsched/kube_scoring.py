@@ -1,7 +1,8 @@
 """kube-scheduler's scoring formulas with Go's integer arithmetic (v1.30-v1.35), vectorised over nodes.
 
 Sources: pkg/scheduler/framework/plugins/noderesources/{least_allocated,most_allocated,balanced_allocation}.go,
-helper/normalize_score.go, schedule_one.go (numFeasibleNodesToFind); fixtures in kubernetes-scheduling.md §7.
+helper/normalize_score.go, schedule_one.go (numFeasibleNodesToFind), and the scheduling queue's pod backoff
+(backend/queue/backoff_queue.go); fixtures in kubernetes-scheduling.md §7.
 Inputs are int64 arrays; `//` on non-negative int64 equals Go's truncating division.
 """
 
@@ -12,6 +13,16 @@ import numpy as np
 MAX_NODE_SCORE = 100
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+POD_INITIAL_BACKOFF_S = 1.0  # KubeSchedulerConfiguration podInitialBackoffSeconds
+POD_MAX_BACKOFF_S = 10.0  # podMaxBackoffSeconds
+
+
+def pod_backoff_s(attempts: int, initial_s: float = POD_INITIAL_BACKOFF_S, max_s: float = POD_MAX_BACKOFF_S) -> float:
+    """A pod's backoff after `attempts` failed attempts (backend/queue/backoff_queue.go calculateBackoffDuration):
+    initial, doubling per attempt, capped at max; none before the first failure or when max is 0."""
+    if attempts <= 0 or max_s <= 0:
+        return 0.0
+    return min(initial_s * 2.0 ** min(attempts - 1, 62), max_s)
 
 
 def least_requested(req: np.ndarray, cap: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 from drlsched.cluster import Cluster, PodRequest
 from drlsched.errors import UserError
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
+from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S, pod_backoff_s
 from drlsched.metrics import Accumulator, summarize
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
 from drlsched.workload import PodSpec, QoS, Workload
@@ -55,8 +56,8 @@ class SimConfig:
     sla_pending_s: float = 5.0
     drain_s: float | None = None  # simulated time after the arrival window; None = 10 × the window
     # kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds (0 disables backoff).
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 10.0
+    backoff_initial_s: float = POD_INITIAL_BACKOFF_S
+    backoff_max_s: float = POD_MAX_BACKOFF_S
     allow_unschedulable: bool = False  # pods that fit no empty node: count them instead of failing
     check_invariants: bool = False
     series: bool = True
@@ -450,9 +451,7 @@ class Simulator:
     def _failed(self, run: _Run, t: float) -> None:
         run.attempts += 1
         run.queue_t = t
-        cfg = self.cfg
-        if cfg.backoff_max_s > 0:
-            run.backoff_t = t + min(cfg.backoff_initial_s * 2.0 ** min(run.attempts - 1, 60), cfg.backoff_max_s)
+        run.backoff_t = t + pod_backoff_s(run.attempts, self.cfg.backoff_initial_s, self.cfg.backoff_max_s)
         self.unschedulable.append(run)
 
     def _bind(self, run: _Run, d: Decision, options: list[Option], t: float) -> None:

@@ -108,3 +108,11 @@ def test_k8s_default_hot_path_equals_reference_formulas(minor):
         if best_effort and minor >= 33:
             bal = 0  # BalancedAllocation skips best-effort pods from v1.33
         assert np.array_equal(got, least + bal)
+
+
+def test_pod_backoff_doubles_from_the_initial_to_the_max_and_is_off_with_a_zero_max():
+    from drlsched.kube_scoring import pod_backoff_s
+
+    assert [pod_backoff_s(a) for a in range(7)] == [0.0, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert pod_backoff_s(10_000) == 10.0
+    assert pod_backoff_s(3, 2.0, 20.0) == 8.0 and pod_backoff_s(3, 1.0, 0.0) == 0.0

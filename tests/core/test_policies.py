@@ -127,6 +127,35 @@ def test_fgd_fragmentation_hand_example():
     assert fragmentation_ratio(free, np.array([8000]), np.array([1]), t) == pytest.approx(300 / 1300)
 
 
+def test_the_incremental_fragmentation_tracker_equals_the_whole_cluster_measure():
+    from drlsched.fragmentation import FragmentationTracker
+
+    c = Cluster([NodeSpec(f"g{i}", 32000, 65536, 4, "T4") for i in range(6)])
+    shapes = ShapeCounter(refresh_every=4)
+    tracker = FragmentationTracker(c, shapes)
+    rng = np.random.default_rng(7)
+    held = []
+    for step in range(60):
+        if held and rng.random() < 0.4:
+            node, r, ids = held.pop(int(rng.integers(len(held))))
+            c.release(node, r, ids)
+        else:
+            pod = PodSpec(f"p{step}", "j", 0.0, int(rng.choice([1000, 4000])), 1024, gpus=1,
+                          gpu_milli=int(rng.choice([250, 500, 1000])))
+            r = c.request(pod)
+            shapes.add(r.cpu, r.gpus, r.gpu_milli, r.model_mask)
+            fits = np.flatnonzero(c.feasible(r))
+            if not fits.size:
+                continue
+            node = int(fits[rng.integers(fits.size)])
+            ids = c.pick_gpus(node, r)
+            c.allocate(node, r, ids)
+            held.append((node, r, ids))
+        tracker.touch(node)
+        expected = fragmentation_ratio(c.gpu_free, c.cap_cpu - c.req_cpu, c.node_model_bit, shapes.current)
+        assert tracker.ratio() == pytest.approx(expected)
+
+
 def test_fgd_packs_shares_instead_of_breaking_whole_gpus():
     nodes = [NodeSpec("a", 32000, 65536, 2, "T4"), NodeSpec("b", 32000, 65536, 2, "T4")]
     c = Cluster(nodes)

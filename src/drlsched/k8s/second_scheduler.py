@@ -36,12 +36,11 @@ from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import ARM_ANNOTATION, POLICY_ANNOTATION, Rollout
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
+from drlsched.kube_scoring import pod_backoff_s
 from drlsched.policies import Policy
 from drlsched.workload import PodSpec
 
 log = logging.getLogger("drlsched.k8s")
-INITIAL_BACKOFF_S = 1.0
-MAX_BACKOFF_S = 10.0
 MAX_UNSCHEDULABLE_S = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 _BIND_WORKERS = 32
 
@@ -209,7 +208,7 @@ class SecondScheduler:
         now = time.monotonic()
         pending.attempts += 1
         pending.queued_at = now
-        pending.backoff_until = now + min(INITIAL_BACKOFF_S * 2 ** min(pending.attempts - 1, 30), MAX_BACKOFF_S)
+        pending.backoff_until = now + pod_backoff_s(pending.attempts)
         with self._cond:
             if not park:
                 pending.not_before = pending.backoff_until
