@@ -31,6 +31,13 @@ class PodRequest:
     nz_cpu: int
     nz_mem: int
 
+    def row(self) -> tuple[int, int, int, int, int, int]:
+        """The request as a row of `Cluster.fits_any`'s matrix (a parked pod's queueing-hint row)."""
+        return (self.cpu, self.mem, self.gpus, self.gpu_milli, self.model_mask, self.toleration_mask)
+
+
+REQUEST_ROW = 6  # columns of PodRequest.row()
+
 
 class Cluster:
     """Allocatable capacity, reserved requests, GPU shares and measured usage of every node."""
@@ -114,6 +121,19 @@ class Cluster:
         if self.taint_bit:
             ok &= (self.taints & ~r.toleration_mask) == 0
         return ok
+
+    def fits_any(self, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """bool[k]: whether each request row (`PodRequest.row`, int64[k, 6]) fits at least one of `nodes` now, by
+        the same rules as `feasible` (NodeResourcesFit's queueing hint for a node whose room grew)."""
+        cpu, mem, gpus, milli, model, tol = (rows[:, i, None] for i in range(REQUEST_ROW))
+        ok = (cpu <= (self.cap_cpu - self.req_cpu)[nodes]) & (mem <= (self.cap_mem - self.req_mem)[nodes])
+        ok &= (self.pods < self.max_pods)[nodes]
+        whole = np.where(milli >= GPU_MILLI, self.full_free_gpus[nodes] >= gpus, self.max_gpu_free[nodes] >= milli)
+        model_ok = (model == 0) | ((self.node_model_bit[nodes] & model) != 0)
+        ok &= (gpus == 0) | (whole & model_ok)
+        if self.taint_bit:
+            ok &= (self.taints[nodes] & ~tol) == 0
+        return ok.any(axis=1)
 
     def _empty_fit(self, r: PodRequest) -> dict[str, np.ndarray]:
         """Per constraint, the nodes that could take the pod if they were empty (named in kube-scheduler's words)."""

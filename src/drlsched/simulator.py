@@ -1,10 +1,10 @@
 """Discrete-event cluster simulator: arrivals, a kube-like scheduling queue, cold starts, contention, traffic.
 
 Time is simulated seconds. Model (documented in docs/simulator.md):
-- Scheduling: kube-scheduler's queue. Pods wait ordered by priority, then by when they last entered the queue; a
-  pod that fits nowhere moves to an unschedulable set and is retried when capacity frees, behind the pods that
-  are not within their backoff. A pod whose request exceeds every node even when empty is reported
-  unschedulable at once.
+- Scheduling: kube-scheduler's queue and cycle (`drlsched.sched`). Pods wait ordered by priority, then by when
+  they last entered the queue; a pod that fits nowhere moves to the unschedulable pods and is retried when a
+  node where it would fit frees room (its queueing hint), behind the pods that are not within their backoff. A
+  pod whose request exceeds every node even when empty is reported unschedulable at once.
 - Start: binding is followed by a cold start (normal, mean 1 s, std 0.3 s unless the pod fixes it).
 - Contention: every running pod uses request × a usage ratio, resampled at each usage tick. When a node's CPU
   usage exceeds its capacity, its batch pods progress at capacity / usage (a per-node virtual clock, so a
@@ -28,12 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drlsched.cluster import Cluster, PodRequest
+from drlsched.cluster import REQUEST_ROW, Cluster, PodRequest
 from drlsched.errors import UserError
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
-from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S, pod_backoff_s
+from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S
 from drlsched.metrics import Accumulator, summarize
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
+from drlsched.sched.cycle import decide, fits_somewhere, gpu_options, hint_request, pod_context
+from drlsched.sched.jobs import Job, JobBook
+from drlsched.sched.queue import Entry, SchedulingQueue
 from drlsched.workload import PodSpec, QoS, Workload
 
 INF = math.inf
@@ -63,18 +66,15 @@ class SimConfig:
     series: bool = True
 
 
-class _Job:
-    __slots__ = ("done", "last_done", "n_waiting", "placed", "racks", "submit", "talkers", "tasks", "total",
-                 "unplaceable", "waiting")
+class _Job(Job["_Run"]):
+    __slots__ = ("done", "last_done", "placed", "racks", "submit", "talkers", "total", "unplaceable")
 
     def __init__(self, submit: float) -> None:
+        super().__init__()
         self.submit = submit
         self.total = 0
         self.done = 0
         self.last_done = submit
-        self.tasks: dict[str, list] = {}  # task -> [pods, finished, nodes of placed pods]
-        self.waiting: dict[str, list[_Run]] = {}  # parent task -> pods waiting on it
-        self.n_waiting = 0
         self.placed: Counter[int] = Counter()  # node -> this job's bound pods
         self.racks: Counter[int] = Counter()
         self.talkers: dict[_Run, None] = {}  # running pods with service traffic (ordered: deterministic sums)
@@ -82,18 +82,16 @@ class _Job:
 
 
 class _Run:
-    __slots__ = ("attempts", "backoff_t", "bind_t", "epoch", "gpu_ids", "gpus", "job", "node", "queue_t", "ready_t",
-                 "remote_mb", "req", "sat0", "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state",
-                 "traffic_t", "work")
+    __slots__ = ("bind_t", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "remote_mb", "req",
+                 "sat0", "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
         self.spec = spec
         self.job = job
         self.startup = startup
         self.ready_t = spec.arrival_s
-        self.queue_t = spec.arrival_s  # order in the active queue: when it (re)entered the queue
-        self.attempts = 0  # failed scheduling attempts
-        self.backoff_t = 0.0  # not retried before this unless the scheduler is otherwise idle
+        self.entry: Entry[_Run] | None = None  # while in the scheduling queue
+        self.hint: tuple[int, ...] = ()  # its queueing-hint row (the least demanding option's request)
         self.bind_t = -1.0
         self.start_t = -1.0
         self.node = -1
@@ -162,12 +160,12 @@ class Simulator:
         self.by_uid: dict[str, _Run] = {}
         self._fit_cache: dict[tuple, bool] = {}
         self.jobs: dict[str, _Job] = {}
-        self.dirty_jobs: list[tuple[_Job, str]] = []  # (job, task) whose waiting pods need a look
+        self.book: JobBook[_Run] = JobBook()
         self.events: list[tuple] = []
         self.seq = itertools.count()
-        self.active: list[tuple] = []
-        self.unschedulable: list[_Run] = []
-        self.freed = False
+        self.queue: SchedulingQueue[_Run] = SchedulingQueue(self.cfg.backoff_initial_s, self.cfg.backoff_max_s,
+                                                             hint_width=REQUEST_ROW)
+        self.freed: set[int] = set()  # nodes whose room grew since the last scheduling pass
         self.now = 0.0
         self.starting = 0
         self.pending_count = 0
@@ -180,7 +178,7 @@ class Simulator:
         try:
             ctx = next(gen)
             while True:
-                ctx = gen.send(self.policy.select(ctx))
+                ctx = gen.send(decide(self.policy, ctx))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -207,9 +205,17 @@ class Simulator:
             while self.events and self.events[0][0] <= t:
                 _, _, kind, data = heapq.heappop(self.events)
                 self._dispatch(kind, data, t, nxt is not None)
-            if self.dirty_jobs:
-                self._release_waiting(t)
-            if self.active or (self.freed and self.unschedulable):
+            if self.book.pending_release:
+                for run in self.book.release():
+                    self._enqueue(run, t)
+            q = self.queue
+            if self.freed:
+                if q.parked:
+                    q.wake(t, self._fit_hint(self.freed))
+                self.freed = set()
+            if q.parked and q.next_change() <= t:
+                q.flush(t)
+            if q.has_ready():
                 yield from self._schedule(t)
         self._finish()
         wall = time.perf_counter() - wall0
@@ -323,23 +329,16 @@ class Simulator:
         if job is None:
             job = self.jobs[spec.job_id] = _Job(spec.arrival_s)
         job.total += 1
-        task = job.tasks.get(spec.task)
-        if task is None:
-            task = job.tasks[spec.task] = [0, 0, []]
-        task[0] += 1
         startup = spec.startup_s if spec.startup_s is not None else self._draw_startup(self.rng_pod)
         run = _Run(spec, job, startup)
         run.req = self.cluster.request(spec)
+        run.hint = hint_request(spec, self.cluster, run.req).row()
         self.shapes.add(run.req.cpu, run.req.gpus, run.req.gpu_milli, run.req.model_mask)
         if not self._fits_somewhere_empty(run):
+            job.count(spec.task)  # its task never finishes: the job's later tasks wait for ever, as in Kubernetes
             self._reject(run)
             return
-        if spec.parents:
-            # Wait on the first unfinished parent; re-checked when that task finishes.
-            job.n_waiting += 1
-            job.waiting.setdefault(spec.parents[0], []).append(run)
-            self.dirty_jobs.append((job, spec.parents[0]))
-        else:
+        if self.book.arrive(job, spec, run):
             self._enqueue(run, spec.arrival_s)
 
     def _draw_startup(self, rng: np.random.Generator) -> float:
@@ -356,7 +355,7 @@ class Simulator:
 
     def _fits_empty_uncached(self, run: _Run) -> bool:
         c = self.cluster
-        return any(c.fits_when_empty(c.request(run.spec, g)) for g in self._gpu_options(run.spec))
+        return any(c.fits_when_empty(c.request(run.spec, g)) for g in gpu_options(run.spec))
 
     def _reject(self, run: _Run) -> None:
         spec = run.spec
@@ -373,86 +372,50 @@ class Simulator:
             self.acc.unschedulable_examples.append(msg)
 
     def _enqueue(self, run: _Run, t: float) -> None:
-        run.ready_t = run.queue_t = t
+        run.ready_t = t
         run.state = _PENDING
         self.pending_count += 1
-        heapq.heappush(self.active, (-run.spec.priority, t, next(self.seq), run))
+        run.entry = self.queue.add(run, run.spec.priority, t)
 
-    def _release_waiting(self, t: float) -> None:
-        todo, self.dirty_jobs = self.dirty_jobs, []
-        for job, task in dict.fromkeys(todo):  # ordered de-duplication keeps runs deterministic
-            if not self._task_done(job, task):
-                continue
-            for run in job.waiting.pop(task, ()):
-                blocker = next((p for p in run.spec.parents if not self._task_done(job, p)), None)
-                if blocker is None:
-                    job.n_waiting -= 1
-                    self._enqueue(run, t)
-                else:
-                    job.waiting.setdefault(blocker, []).append(run)
-                    self.dirty_jobs.append((job, blocker))
-
-    @staticmethod
-    def _task_done(job: _Job, task: str) -> bool:
-        info = job.tasks.get(task)
-        return info is None or info[1] >= info[0]  # a parent absent from the workload does not block
-
-    @staticmethod
-    def _gpu_options(spec: PodSpec) -> tuple[int, ...]:
-        if not spec.gpu_options:
-            return (spec.gpus,)
-        rest = tuple(g for g in spec.gpu_options if g != spec.gpus)
-        return (spec.gpus, *rest) if spec.gpus in spec.gpu_options else spec.gpu_options
+    def _fit_hint(self, freed: set[int]) -> Callable[[np.ndarray], np.ndarray]:
+        """NodeResourcesFit's queueing hint after pods left the `freed` nodes: a parked pod may fit now only where
+        room grew (any other node fits it no better than at its last failed attempt)."""
+        nodes = np.fromiter(sorted(freed), np.int64, len(freed))
+        return lambda rows: self.cluster.fits_any(rows, nodes)
 
     def _schedule(self, t: float) -> Generator[PodContext, Decision | None, None]:
-        """kube-scheduler's queue: the active queue by priority, then by when a pod (re)entered it; a pod that fits
-        nowhere waits until capacity frees, and a retry within its backoff (doubling per failed attempt) comes
-        after the active queue is empty, as with kube-scheduler's backoff queue and SchedulerPopFromBackoffQ."""
-        backing_off: list[tuple] = []
-        if self.freed:
-            for run in self.unschedulable:
-                if run.backoff_t > t:
-                    backing_off.append((run.backoff_t, -run.spec.priority, run.queue_t, next(self.seq), run))
-                else:
-                    heapq.heappush(self.active, (-run.spec.priority, run.queue_t, next(self.seq), run))
-            heapq.heapify(backing_off)
-            self.unschedulable = []
-            self.freed = False
+        """One scheduling pass at time t over the queue (`drlsched.sched.queue`): activeQ by priority, then by when
+        a pod (re)entered it, then the woken pods still within their backoff (SchedulerPopFromBackoffQ). A pod
+        that fits nowhere is parked until room grows where it would fit."""
         c = self.cluster
+        q = self.queue
         failed: list[PodRequest] = []
-        while self.active or backing_off:
-            run = heapq.heappop(self.active if self.active else backing_off)[-1]
+        while (entry := q.pop(t)) is not None:
+            run = entry.pod
             r0 = run.req
+            assert r0 is not None
+            # Nothing frees during a pass: a pod needing at least what already fit nowhere fits nowhere either.
             if not run.spec.gpu_options and any(_dominates(r0, f) for f in failed):
-                self._failed(run, t)
+                q.park(entry, t, run.hint)  # type: ignore[arg-type]
                 continue
-            options = []
-            for g in self._gpu_options(run.spec):
-                r = r0 if g == run.spec.gpus else c.request(run.spec, g)
-                options.append(Option(g, r, c.feasible(r)))
-            decision = None
-            # A pod that fits nowhere now is not shown to the policy: none could place it (and a learned policy's
-            # training never sees such pods).
-            if any(o.feasible.any() for o in options):
-                ctx = PodContext(run.spec, options, c, t, run.job.placed, self.shapes.current)
-                if self.policy.wants_data_nodes and run.spec.parents:
-                    ctx.data_nodes = Counter(n for p in run.spec.parents
-                                             for n in run.job.tasks.get(p, (0, 0, []))[2])
-                decision = yield ctx
-            if decision is None:
-                self._failed(run, t)
-                if not run.spec.gpu_options and not any(_dominates(r0, f) for f in failed):
+            job = run.job
+            ctx = pod_context(run.spec, c, t, job_nodes=job.placed, typical=self.shapes.current,
+                              default_request=r0, policy=self.policy,
+                              data_nodes=lambda job=job, spec=run.spec: job.data_nodes(spec.parents))
+            if not fits_somewhere(ctx):
+                q.park(entry, t, run.hint)  # type: ignore[arg-type]
+                if not run.spec.gpu_options:
                     # Keep only the minimal failed requests: the check above stays short.
                     failed = [f for f in failed if not _dominates(f, r0)]
                     failed.append(r0)
                 continue
-            self._bind(run, decision, options, t)
-
-    def _failed(self, run: _Run, t: float) -> None:
-        run.attempts += 1
-        run.queue_t = t
-        run.backoff_t = t + pod_backoff_s(run.attempts, self.cfg.backoff_initial_s, self.cfg.backoff_max_s)
-        self.unschedulable.append(run)
+            decision = yield ctx
+            if decision is None:  # the policy (or an RL agent) left it pending although it fits: any event wakes it
+                q.park(entry, t)
+                continue
+            q.done(entry)
+            run.entry = None
+            self._bind(run, decision, ctx.options, t)
 
     def _bind(self, run: _Run, d: Decision, options: list[Option], t: float) -> None:
         option = next((o for o in options if o.gpus == d.gpus), None)
@@ -526,9 +489,9 @@ class Simulator:
         for p in spec.parents:
             info = run.job.tasks.get(p)
             if info:
-                sources.extend(info[2])
+                sources.extend(info.nodes)
         if not spec.parents:
-            sources = run.job.tasks[spec.task][2]
+            sources = run.job.tasks[spec.task].nodes
         if not sources:
             return 0.0
         node, rack = run.node, self.cluster.rack
@@ -624,7 +587,7 @@ class Simulator:
         run.job.racks[int(c.rack[node])] -= 1
         self.by_uid.pop(run.spec.uid, None)
         run.epoch += 1
-        self.freed = True
+        self.freed.add(node)
 
     def _complete(self, run: _Run, t: float, replan: bool = True) -> None:
         self._stop(run, t, replan)
@@ -638,13 +601,9 @@ class Simulator:
             pend = run.bind_t - run.ready_t
             if run.sat_time > self.cfg.sla_saturated_fraction * life or pend > self.cfg.sla_pending_s:
                 a.ls_violations += 1
-        task = job.tasks[spec.task]
-        task[1] += 1
-        task[2].append(run.node)
+        self.book.finish(job, spec.task, run.node)
         job.done += 1
         job.last_done = t
-        if task[1] >= task[0] and spec.task in job.waiting:
-            self.dirty_jobs.append((job, spec.task))
         if job.done == job.total and not job.n_waiting:
             if not job.unplaceable:
                 a.jct.append(t - job.submit)
@@ -752,7 +711,7 @@ class Simulator:
         a = self.acc
         for job in self.jobs.values():
             self._account_traffic(job, self.now)
-        stuck = len(self.unschedulable) + len(self.active)
+        stuck = len(self.queue)
         waiting = sum(j.n_waiting for j in self.jobs.values())
         a.pods_unschedulable += stuck + waiting
         if a.first_arrival is not None:

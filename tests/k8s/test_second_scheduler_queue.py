@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from drlsched.k8s.second_scheduler import MAX_UNSCHEDULABLE_S, SecondScheduler
+from drlsched.k8s.second_scheduler import SecondScheduler
 from drlsched.policies import make_policy
+from drlsched.sched.queue import MAX_UNSCHEDULABLE_S
 from drlsched.testbed.pods import pod_manifest
 
 NAME = "drl-scheduler"
@@ -37,17 +38,23 @@ def queue() -> Iterator[SecondScheduler]:
 
 
 def _take(s: SecondScheduler) -> dict:
-    """The due pods, in the order the loop would decide them: name -> queue entry."""
-    return {p.name: p for _, p in s._ready()}
+    """The pods the loop may decide now, in the order it would: name -> queue entry."""
+    out = {}
+    with s._cond:
+        while (entry := s._take(time.monotonic())) is not None:
+            out[entry.pod.name] = entry
+    return out
 
 
 def test_an_unschedulable_pod_waits_for_capacity_to_free_then_queues_behind_fresh_pods(
     queue: SecondScheduler,
 ) -> None:
     queue._on_pod("ADDED", _pod("old"))
-    old = _take(queue)["old"]
-    queue._requeue("uid-old", old, park=True)
-    assert old.parked and old.not_before >= time.monotonic() + MAX_UNSCHEDULABLE_S - 5
+    assert list(_take(queue)) == ["old"]
+    queue._requeue("uid-old", queue._binding["uid-old"].pod, park=True)
+    assert queue._queue.parked == 1 and queue.pending() == 1
+    # Not retried before capacity frees, or at the latest after kube-scheduler's 5 minutes.
+    assert queue._queue.next_change() >= time.monotonic() + MAX_UNSCHEDULABLE_S - 5
 
     queue._on_pod("ADDED", _pod("new"))
     assert list(_take(queue)) == ["new"]  # the parked pod is not retried while nothing has freed
@@ -62,15 +69,24 @@ def test_capacity_freed_while_a_pod_is_decided_requeues_it_at_once(queue: Second
     queue._on_pod("ADDED", _pod("p"))
     p = _take(queue)["p"]
     queue._on_pod("DELETED", _pod("gone", node="n1", phase="Running"))  # frees room during the decision
-    queue._requeue("uid-p", p, park=True)
-    assert not p.parked and p.not_before == 0.0
+    queue._requeue("uid-p", p.pod, park=True)
+    assert queue._queue.parked == 0 and list(_take(queue)) == ["p"]
 
 
 def test_a_failed_bind_is_retried_after_its_backoff(queue: SecondScheduler) -> None:
     queue._on_pod("ADDED", _pod("b"))
     b = _take(queue)["b"]
-    queue._requeue("uid-b", b)
-    assert not b.parked and b.not_before == pytest.approx(time.monotonic() + 1.0, abs=0.5)
+    queue._requeue("uid-b", b.pod)
+    assert _take(queue) == {} and queue.pending() == 1
+    assert queue._queue.next_change() == pytest.approx(time.monotonic() + 1.0, abs=0.5)
+
+
+def test_a_pod_deleted_while_it_is_decided_is_not_requeued(queue: SecondScheduler) -> None:
+    queue._on_pod("ADDED", _pod("d"))
+    d = _take(queue)["d"]
+    queue._on_pod("DELETED", _pod("d"))
+    queue._requeue("uid-d", d.pod, park=True)
+    assert queue.pending() == 0 and "uid-d" not in queue._queued
 
 
 def test_a_pod_that_fits_nowhere_is_not_shown_to_the_policy() -> None:

@@ -111,7 +111,7 @@ def test_data_locality_features_follow_the_parent_tasks_pods() -> None:
         share = obs["nodes"][:, 17]
         if ctx.pod.parents:
             # The simulator's own record of where each parent-task pod ran.
-            where = [n for p in ctx.pod.parents for n in env.sim.jobs[ctx.pod.job_id].tasks[p][2]]  # type: ignore[union-attr]
+            where = [n for p in ctx.pod.parents for n in env.sim.jobs[ctx.pod.job_id].tasks[p].nodes]  # type: ignore[union-attr]
             expected = np.bincount(where, minlength=ctx.cluster.size) / len(where)
             assert np.allclose(share, expected, atol=1e-6)
             seen += 1

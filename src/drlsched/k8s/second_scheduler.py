@@ -7,12 +7,12 @@
   the apiserver refuses (409) a second binding or one for a re-created pod of the same name.
 - Never loses a pod: every pending pod of ours is in the queue until the API shows it bound or gone; after any
   watch failure (an apiserver restart) the informer re-lists and the queue is rebuilt from that list.
-- Unschedulable pods get a FailedScheduling event and PodScheduled=False and wait, as in kube-scheduler's queue,
-  until capacity may have freed (a bound pod ends or goes, a node appears or changes; at the latest after
-  5 min). They are then retried after the pods that are not backing off: a pod's backoff doubles from 1 s to
-  10 s per failed attempt (kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds), and a pod still
-  backing off is tried only behind the others (SchedulerPopFromBackoffQ), not held back by a timer. Within
-  each group: priority, then when the pod last entered the queue. Failed binds are retried after the backoff.
+- The queue is kube-scheduler's, shared with the simulator (`drlsched.sched.queue`). Unschedulable pods get a
+  FailedScheduling event and PodScheduled=False and wait until capacity may have freed (a bound pod ends or
+  goes, a node appears or changes: NodeResourcesFit's queueing hints; at the latest after 5 min). They are then
+  retried after the pods that are not backing off: a pod's backoff doubles from 1 s to 10 s per failed attempt,
+  and a pod still backing off is tried only behind the others (SchedulerPopFromBackoffQ). Within each group:
+  priority, then when the pod last entered the queue. Failed binds are retried after the backoff.
 """
 
 from __future__ import annotations
@@ -36,12 +36,11 @@ from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import ARM_ANNOTATION, POLICY_ANNOTATION, Rollout
 from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
 from drlsched.k8s.watch import Informer
-from drlsched.kube_scoring import pod_backoff_s
 from drlsched.policies import Policy
+from drlsched.sched.queue import Entry, SchedulingQueue
 from drlsched.workload import PodSpec
 
 log = logging.getLogger("drlsched.k8s")
-MAX_UNSCHEDULABLE_S = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 _BIND_WORKERS = 32
 
 
@@ -51,13 +50,7 @@ class _Pending:
     name: str
     spec: PodSpec
     selector: dict[str, str]  # spec.nodeSelector
-    queued_at: float = 0.0  # when it last entered the queue: order within a priority
-    attempts: int = 0
-    backoff_until: float = 0.0
-    not_before: float = 0.0  # not tried before this: a failed bind's backoff, or an unschedulable pod's wait
-    parked: bool = False  # unschedulable: waits for capacity to free (or for not_before)
     reported: str = ""  # the unschedulable reason last written to the API (not repeated while it holds)
-    freed_seen: int = 0  # capacity events counted when it was taken off the queue
 
 
 class SecondScheduler:
@@ -83,9 +76,9 @@ class SecondScheduler:
         self.registry.add(prom.CallbackGauge("drlsched_scheduler_pending_pods", "Pods queued.", self.pending))
         self.informer = Informer(api, self.state, on_pod=self._on_pod, on_relist=self._on_relist,
                                  on_node=self._on_node)
-        self._pending: dict[str, _Pending] = {}
-        self._binding: set[str] = set()  # uids with a bind in flight
-        self._freed = 0  # capacity events so far (bound pods that ended or went, nodes added or changed)
+        self._queue: SchedulingQueue[_Pending] = SchedulingQueue()  # on the monotonic clock
+        self._queued: dict[str, Entry[_Pending]] = {}  # uid -> its queue entry, while in the queue
+        self._binding: dict[str, Entry[_Pending]] = {}  # uid -> entry, while being decided or bound
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=_BIND_WORKERS, thread_name_prefix="bind")
@@ -106,7 +99,7 @@ class SecondScheduler:
 
     def pending(self) -> int:
         with self._cond:
-            return len(self._pending)
+            return len(self._queue)
 
     # --- queue, fed by the informer ------------------------------------------------------------------------
 
@@ -122,7 +115,8 @@ class SecondScheduler:
 
     def _on_relist(self) -> None:
         with self._cond:
-            self._pending.clear()  # rebuilt from the list that follows: the API's truth after a gap
+            self._queue.clear()  # rebuilt from the list that follows: the API's truth after a gap
+            self._queued.clear()
 
     def _on_pod(self, event: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -131,19 +125,22 @@ class SecondScheduler:
             return
         with self._cond:
             if event != "DELETED" and self._ours_and_pending(obj):
-                if uid not in self._pending and uid not in self._binding and self.state.pod_node(uid) is None:
+                if uid not in self._queued and uid not in self._binding and self.state.pod_node(uid) is None:
                     try:
                         spec = pod_spec(obj)
                     except ObjectError as err:
                         log.warning("cannot schedule %s/%s: %s", meta.get("namespace"), meta.get("name"), err)
                         return
                     selector = (obj.get("spec") or {}).get("nodeSelector") or {}
-                    self._pending[uid] = _Pending(meta.get("namespace", "default"), meta["name"], spec,
-                                                  {str(k): str(v) for k, v in dict(selector).items()},
-                                                  queued_at=time.monotonic())
+                    pending = _Pending(meta.get("namespace", "default"), meta["name"], spec,
+                                       {str(k): str(v) for k, v in dict(selector).items()})
+                    self._queued[uid] = self._queue.add(pending, spec.priority, time.monotonic())
                     self._cond.notify()
                 return
-            self._pending.pop(uid, None)
+            # Bound, finished or gone: out of the queue, and not requeued after an attempt in flight.
+            entry = self._queued.pop(uid, None) or self._binding.get(uid)
+            if entry is not None:
+                self._queue.remove(entry)
             if (obj.get("spec") or {}).get("nodeName") and (
                     event == "DELETED" or (obj.get("status") or {}).get("phase") in TERMINAL_PHASES):
                 self._capacity_freed()
@@ -154,71 +151,77 @@ class SecondScheduler:
                 self._capacity_freed()
 
     def _capacity_freed(self) -> None:
-        """Unschedulable pods may fit now: back into the queue (caller holds the lock)."""
-        self._freed += 1
-        woken = False
-        for p in self._pending.values():
-            if p.parked:
-                p.parked, p.not_before, woken = False, 0.0, True
-        if woken:
+        """Unschedulable pods may fit now (NodeResourcesFit's hint for a deleted assigned pod, or a node added or
+        changed: queue): back into the queue (caller holds the lock)."""
+        if self._queue.wake(time.monotonic()):
             self._cond.notify()
 
     # --- the decision loop ---------------------------------------------------------------------------------
 
-    def _ready(self) -> list[tuple[str, _Pending]]:
-        """Pods due now in kube-scheduler's order (see the module doc); waits while there are none."""
+    def _next(self) -> Entry[_Pending] | None:
+        """The next pod in kube-scheduler's order (see the module doc); waits while there is none."""
         with self._cond:
             while not self._stopping.is_set():
                 now = time.monotonic()
-                due = [(uid, p) for uid, p in self._pending.items() if p.not_before <= now]
-                if due and self.informer.is_synced():
-                    for uid, p in due:
-                        del self._pending[uid]
-                        p.freed_seen = self._freed
-                    self._binding.update(uid for uid, _ in due)
-                    return [(uid, p) for _, uid, p in sorted((_queue_key(p, now), uid, p) for uid, p in due)]
-                wake = min((p.not_before for p in self._pending.values()), default=now + 1.0)
-                self._cond.wait(timeout=max(0.01, min(wake - now, 1.0)))
-            return []
+                entry = self._take(now) if self.informer.is_synced() else None
+                if entry is not None:
+                    return entry
+                self._cond.wait(timeout=max(0.01, min(self._queue.next_change() - now, 1.0)))
+            return None
+
+    def _take(self, now: float) -> Entry[_Pending] | None:
+        """The queue's next pod at `now`, marked as being decided (caller holds the lock)."""
+        self._queue.flush(now)
+        entry = self._queue.pop(now)
+        if entry is not None:
+            uid = entry.pod.spec.uid
+            del self._queued[uid]
+            self._binding[uid] = entry
+        return entry
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            for uid, pending in self._ready():
-                started = time.perf_counter()
-                routed = self.rollout.route(pending.spec, pending.namespace) if self.rollout else None
-                names = self.state.matching(pending.selector)
-                choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec, names)
-                if self.rollout is not None:
-                    self.rollout.observe_shadow(self.state, pending.spec, choice, names)
-                self.decision_time.observe(time.perf_counter() - started)
-                if choice.node is None:
-                    self.outcomes.inc(outcome="unschedulable")
-                    if choice.reason != pending.reported:  # kube-scheduler's event recorder also folds repeats
-                        pending.reported = choice.reason
-                        self._pool.submit(self._unschedulable, pending, choice.reason)
-                    self._requeue(uid, pending, park=True)
-                    continue
-                self.state.assume(pending.spec, choice.node)
-                notes = {ARM_ANNOTATION: routed.arm, POLICY_ANNOTATION: routed.policy} if routed else {}
-                self._pool.submit(self._bind, uid, pending, choice.node, notes)
+            entry = self._next()
+            if entry is not None:
+                self._decide(entry)
+
+    def _decide(self, entry: Entry[_Pending]) -> None:
+        pending, uid = entry.pod, entry.pod.spec.uid
+        started = time.perf_counter()
+        routed = self.rollout.route(pending.spec, pending.namespace) if self.rollout else None
+        names = self.state.matching(pending.selector)
+        choice = (routed.placer if routed else self.placer).choose(self.state, pending.spec, names)
+        if self.rollout is not None:
+            self.rollout.observe_shadow(self.state, pending.spec, choice, names)
+        self.decision_time.observe(time.perf_counter() - started)
+        if choice.node is None:
+            self.outcomes.inc(outcome="unschedulable")
+            if choice.reason != pending.reported:  # kube-scheduler's event recorder also folds repeats
+                pending.reported = choice.reason
+                self._pool.submit(self._unschedulable, pending, choice.reason)
+            self._requeue(uid, pending, park=True)
+            return
+        self.state.assume(pending.spec, choice.node)
+        notes = {ARM_ANNOTATION: routed.arm, POLICY_ANNOTATION: routed.policy} if routed else {}
+        self._pool.submit(self._bind, uid, pending, choice.node, notes)
 
     def _requeue(self, uid: str, pending: _Pending, park: bool = False) -> None:
         """Back into the queue after a failed attempt: an unschedulable pod (`park`) waits for capacity to free
-        unless some freed while it was being decided; a failed bind is retried once its backoff is over."""
-        now = time.monotonic()
-        pending.attempts += 1
-        pending.queued_at = now
-        pending.backoff_until = now + pod_backoff_s(pending.attempts)
+        (unless some freed while it was being decided); a failed bind is retried once its backoff is over. A pod
+        that went away meanwhile is dropped."""
         with self._cond:
-            if not park:
-                pending.not_before = pending.backoff_until
-            elif self._freed != pending.freed_seen:
-                pending.not_before = 0.0
-            else:
-                pending.parked, pending.not_before = True, now + MAX_UNSCHEDULABLE_S
-            self._binding.discard(uid)
-            self._pending[uid] = pending
-            self._cond.notify()
+            entry = self._binding.pop(uid)
+            now = time.monotonic()
+            if self._queue.park(entry, now) if park else self._queue.requeue_error(entry, now):
+                self._queued[uid] = entry
+                self._cond.notify()
+
+    def _finished(self, uid: str) -> None:
+        """The pod needs no more scheduling (bound, or gone)."""
+        with self._cond:
+            entry = self._binding.pop(uid, None)
+            if entry is not None:
+                self._queue.done(entry)
 
     # --- API writes (thread pool) --------------------------------------------------------------------------
 
@@ -235,8 +238,7 @@ class SecondScheduler:
         except Exception as err:  # ApiException, or a connection error: the pod may or may not be bound
             self._bind_failed(uid, pending, node, err)
             return
-        with self._cond:
-            self._binding.discard(uid)
+        self._finished(uid)
         self.outcomes.inc(outcome="bound")
         self._event(pending, uid, "Normal", "Scheduled", f"Successfully assigned {pending.namespace}/"
                     f"{pending.name} to {node}")
@@ -247,14 +249,12 @@ class SecondScheduler:
             # Already bound: by our own earlier bind whose answer was lost (then this is its success), or by
             # someone else. Binding again would be wrong either way; the watch brings the truth.
             self.outcomes.inc(outcome="conflict")
-            with self._cond:
-                self._binding.discard(uid)
+            self._finished(uid)
             self._report_earlier_bind(uid, pending)
             return
         if status == 404:  # deleted meanwhile
             self.state.delete_pod(uid)
-            with self._cond:
-                self._binding.discard(uid)
+            self._finished(uid)
             return
         self.outcomes.inc(outcome="bind_error")
         log.warning("binding %s/%s to %s failed (%s); retrying", pending.namespace, pending.name, node,
@@ -300,13 +300,6 @@ class SecondScheduler:
             request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
-
-
-def _queue_key(p: _Pending, now: float) -> tuple[float, ...]:
-    """Pods done backing off first (kube-scheduler's activeQ), then the others by backoff expiry (its backoffQ)."""
-    if p.backoff_until <= now:
-        return (0.0, 0.0, -p.spec.priority, p.queued_at)
-    return (1.0, p.backoff_until, -p.spec.priority, p.queued_at)
 
 
 def _now() -> str:

@@ -1,0 +1,342 @@
+"""kube-scheduler's scheduling queue (pkg/scheduler/backend/queue), shared by the simulator and the second scheduler.
+
+Three places a pending pod can be, as upstream:
+- activeQ: tried next, by priority (higher first), then by when the pod last entered the queue;
+- backoffQ: pods that failed and whose backoff (1 s doubling to 10 s per failed attempt, `pod_backoff_s`) has not
+  expired, by expiry. With SchedulerPopFromBackoffQ (on by default since v1.33) a pod woken from the
+  unschedulable set is tried from here when activeQ is empty, before its backoff ends; a pod whose bind failed
+  (`requeue_error`) waits out its backoff;
+- unschedulable pods ("parked"): pods that fit nowhere. They leave only on a cluster event whose queueing hint
+  says the pod may fit now (`wake`), or after 5 minutes there (podMaxInUnschedulablePodsDuration, `flush`).
+
+Time is passed in by the caller (simulated seconds or the monotonic clock), so both sides use one queue.
+
+Queueing hints: a parked pod may carry a hint row (numbers the caller chooses, e.g. its request). `wake` without a
+predicate requeues every parked pod (NodeResourcesFit's hint for a deleted assigned pod is Queue). `wake` with a
+vectorised predicate over the rows (e.g. "fits a node whose room grew") keeps the pods it accepts as candidates
+and evaluates the predicate again when a candidate's turn comes, against the cluster as it is then: a candidate
+whose room was taken by the pods before it stays parked instead of failing once more. Upstream evaluates the hint
+when the event arrives and such a pod fails again (one more attempt, a longer backoff); the pods that can be
+placed, and their order, are the same. This keeps a long unschedulable queue from being retried whole on every
+pod that ends. A pod parked without a row is accepted by every event.
+
+An event that arrives while a pod is being tried (between `pop` and `park`) sends that pod straight back to the
+queue, as upstream's in-flight events do.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S, pod_backoff_s
+
+MAX_UNSCHEDULABLE_S = 300.0  # podMaxInUnschedulablePodsDuration
+T = TypeVar("T")
+Hint = Callable[[np.ndarray], np.ndarray]
+
+# Where an entry is.
+_ACTIVE, _BACKOFF, _HELD, _PARKED, _OUT, _GONE = range(6)
+
+
+class Entry(Generic[T]):
+    """One pending pod in the queue: the caller's object and the queue's bookkeeping for it."""
+
+    __slots__ = ("attempts", "backoff_t", "events_seen", "pod", "priority", "queue_t", "seq", "slot", "where")
+
+    def __init__(self, pod: T, priority: int, t: float, seq: int) -> None:
+        self.pod = pod
+        self.priority = priority
+        self.queue_t = t  # when it last entered the queue: the order within a priority
+        self.attempts = 0  # failed attempts
+        self.backoff_t = 0.0  # its backoff ends here
+        self.events_seen = 0
+        self.seq = seq
+        self.slot = -1  # row in the parked store
+        self.where = _ACTIVE
+
+
+class _Parked(Generic[T]):
+    """The unschedulable pods as rows of arrays (append order = park time order), so a hint is checked against
+    all of them at once. Rows of pods that left are dead until the next compaction."""
+
+    def __init__(self, width: int) -> None:
+        self.entries: list[Entry[T] | None] = []
+        self.rows = np.zeros((16, width), dtype=np.int64)
+        self.hinted = np.zeros(16, dtype=bool)
+        self.alive = np.zeros(16, dtype=bool)
+        self.num = np.zeros((16, 4))  # parked at (= queue time), backoff end, -priority, seq
+        self.live = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, entry: Entry[T], t: float, hint: Sequence[int] | None) -> None:
+        i = len(self.entries)
+        if i == self.alive.size:
+            self._grow()
+        entry.slot = i
+        self.entries.append(entry)
+        self.alive[i] = True
+        self.hinted[i] = hint is not None
+        if hint is not None:
+            self.rows[i] = hint
+        self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq)
+        self.live += 1
+
+    def take(self, i: int) -> Entry[T]:
+        entry = self.entries[i]
+        assert entry is not None
+        self.entries[i] = None
+        self.alive[i] = False
+        self.live -= 1
+        entry.slot = -1
+        return entry
+
+    def compact(self) -> None:
+        n = len(self.entries)
+        keep = np.flatnonzero(self.alive[:n])
+        m = keep.size
+        self.entries = [self.entries[i] for i in keep.tolist()]
+        for j, entry in enumerate(self.entries):
+            entry.slot = j  # type: ignore[union-attr]
+        for name in ("rows", "hinted", "alive", "num"):
+            arr = getattr(self, name)
+            arr[:m] = arr[keep]
+        self.alive[m:n] = False
+
+    def _grow(self) -> None:
+        for name in ("rows", "hinted", "alive", "num"):
+            arr = getattr(self, name)
+            new = np.zeros((arr.shape[0] * 2, *arr.shape[1:]), dtype=arr.dtype)
+            new[: arr.shape[0]] = arr
+            setattr(self, name, new)
+
+
+class SchedulingQueue(Generic[T]):
+    def __init__(self, backoff_initial_s: float = POD_INITIAL_BACKOFF_S, backoff_max_s: float = POD_MAX_BACKOFF_S,
+                 max_unschedulable_s: float = MAX_UNSCHEDULABLE_S, hint_width: int = 0) -> None:
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.max_unschedulable_s = max_unschedulable_s
+        self._seq = itertools.count()
+        self._active: list[tuple[int, float, int, Entry[T]]] = []
+        self._backoff: list[tuple[float, int, float, int, Entry[T]]] = []  # woken while backing off
+        self._held: list[tuple[float, int, float, int, Entry[T]]] = []  # failed binds, until their backoff ends
+        self._parked: _Parked[T] = _Parked(hint_width)
+        self._cand = np.zeros(0, dtype=np.int64)  # parked rows a hint accepted at the last wake, in park order
+        self._hint: Hint | None = None
+        self._events = 0  # wake events so far
+        self._count = 0  # entries in activeQ, backoffQ or parked
+        self.failed_attempts = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def parked(self) -> int:
+        return self._parked.live
+
+    def parked_entries(self) -> list[tuple[Entry[T], bool]]:
+        """The parked pods, each with whether it carries a hint row."""
+        p = self._parked
+        return [(e, bool(p.hinted[e.slot])) for e in p.entries if e is not None]
+
+    def has_ready(self) -> bool:
+        """Whether a pod may be in activeQ or backoffQ or a candidate (`pop` may still find none)."""
+        return bool(self._active or self._backoff or self._held or self._cand.size)
+
+    def add(self, pod: T, priority: int, t: float) -> Entry[T]:
+        """A new pod (or one released by its job's DAG) enters activeQ."""
+        entry = Entry(pod, priority, t, next(self._seq))
+        self._count += 1
+        self._push_active(entry)
+        return entry
+
+    def pop(self, t: float) -> Entry[T] | None:
+        """The next pod to try at time t, or None if none may be tried now."""
+        for heap, where in ((self._backoff, _BACKOFF), (self._held, _HELD)):
+            while heap and heap[0][0] <= t:  # backoff over: back into activeQ (flushBackoffQCompleted)
+                entry = heapq.heappop(heap)[-1]
+                if entry.where == where:
+                    self._push_active(entry)
+        for heap, where in ((self._active, _ACTIVE), (self._backoff, _BACKOFF)):
+            while heap and heap[0][-1].where != where:
+                heapq.heappop(heap)
+        while self._cand.size:
+            j, key = self._best_candidate(t)
+            if key[0] == 0:  # not backing off: merged with activeQ
+                if self._active and self._active[0][:3] < key[1:]:
+                    break
+            elif self._active or (self._backoff and self._backoff[0][:4] < key[1:]):
+                break
+            i = int(self._cand[j])
+            if self._accepted_now(j):
+                return self._taken(self._parked.take(i))
+        for heap in (self._active, self._backoff):
+            if heap:
+                return self._taken(heapq.heappop(heap)[-1])
+        return None
+
+    def park(self, entry: Entry[T], t: float, hint: Sequence[int] | None = None) -> bool:
+        """The pod fits nowhere: it waits among the unschedulable pods for an event that may let it fit. `hint`
+        is its row for `wake`'s predicate (None: any event wakes it). False if the pod was removed meanwhile."""
+        if entry.where == _GONE:
+            return False
+        self._failed(entry, t)
+        if self._events != entry.events_seen:  # something changed while it was being tried: retry
+            self._requeue(entry, t)
+            return True
+        entry.where = _PARKED
+        self._compact()
+        self._parked.add(entry, t, hint)
+        return True
+
+    def requeue_error(self, entry: Entry[T], t: float) -> bool:
+        """An attempt failed for another reason than fit (a bind error): retried once its backoff is over. False
+        if the pod was removed meanwhile."""
+        if entry.where == _GONE:
+            return False
+        self._failed(entry, t)
+        entry.where = _HELD
+        heapq.heappush(self._held, (entry.backoff_t, -entry.priority, entry.queue_t, entry.seq, entry))
+        return True
+
+    def done(self, entry: Entry[T]) -> None:
+        """The pod popped last was placed (or needs no more scheduling)."""
+        entry.where = _GONE
+
+    def remove(self, entry: Entry[T]) -> None:
+        """The pod is gone (deleted, or bound by someone else) wherever it is."""
+        if entry.where in (_ACTIVE, _BACKOFF, _HELD):  # left in its heap, skipped when popped
+            self._count -= 1
+        elif entry.where == _PARKED:
+            self._count -= 1
+            self._parked.take(entry.slot)
+        entry.where = _GONE
+
+    def wake(self, t: float, accept: Hint | None = None) -> int:
+        """A cluster event (capacity freed, a node added or changed). Without `accept`, every parked pod goes back
+        to activeQ (backoffQ while backing off); with it, the pods whose row it accepts (bool per row) become
+        candidates, tried in queue order while it still accepts them (see the module doc). Returns how many."""
+        self._events += 1
+        p = self._parked
+        if self._cand.size:  # candidates of an earlier event not tried yet: requeue them for real
+            self._unpark(self._cand, t)
+        if not p.live:
+            return 0
+        n = len(p)
+        if accept is None:
+            return self._unpark(np.flatnonzero(p.alive[:n]), t)
+        ok = p.alive[:n] & ~p.hinted[:n]
+        hinted = np.flatnonzero(p.alive[:n] & p.hinted[:n])
+        if hinted.size:
+            ok[hinted] = accept(p.rows[hinted])
+        self._cand = np.flatnonzero(ok)
+        self._hint = accept
+        return int(self._cand.size)
+
+    def flush(self, t: float) -> int:
+        """Pods parked for `max_unschedulable_s` or longer go back to the queue (flushUnschedulablePodsLeftover)."""
+        p = self._parked
+        n = len(p)
+        if not p.live:
+            return 0
+        due = p.alive[:n] & (p.num[:n, 0] <= t - self.max_unschedulable_s)
+        return self._unpark(np.flatnonzero(due), t) if due.any() else 0
+
+    def next_change(self) -> float:
+        """The earliest time at which `pop` or `flush` may have more to give without an event (inf: none)."""
+        out = self._held[0][0] if self._held else np.inf
+        p = self._parked
+        if p.live:
+            n = len(p)
+            out = min(out, float(p.num[:n, 0][p.alive[:n]].min()) + self.max_unschedulable_s)
+        return float(out)
+
+    def clear(self) -> None:
+        for heap in (self._active, self._backoff, self._held):
+            for item in heap:
+                item[-1].where = _GONE
+        for entry in self._parked.entries:
+            if entry is not None:
+                entry.where = _GONE
+        self._active, self._backoff, self._held = [], [], []
+        self._parked = _Parked(self._parked.rows.shape[1])
+        self._cand = np.zeros(0, dtype=np.int64)
+        self._count = 0
+
+    # --- internals ---------------------------------------------------------------------------------------
+
+    def _best_candidate(self, t: float) -> tuple[int, tuple]:  # type: ignore[type-arg]
+        """The candidate that comes first (its position in `_cand`), and its key in the heaps' terms, led by 0 if
+        it is done backing off (merged with activeQ) or 1 (ordered with backoffQ)."""
+        self._cand = self._cand[self._parked.alive[self._cand]]  # removed meanwhile
+        num = self._parked.num[self._cand]
+        backing = num[:, 1] > t
+        order = np.lexsort((num[:, 3], num[:, 0], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
+        j = int(order[0])
+        queue_t, backoff_t, neg_prio, seq = num[j].tolist()
+        if backing[j]:
+            return j, (1, backoff_t, int(neg_prio), queue_t, int(seq))
+        return j, (0, int(neg_prio), queue_t, int(seq))
+
+    def _accepted_now(self, j: int) -> bool:
+        """Whether the hint still accepts candidate `j` against the cluster as it is now; takes it out of the
+        candidates either way, with every other candidate the hint no longer accepts (room only shrinks until
+        the next event)."""
+        p = self._parked
+        cand = self._cand
+        ok = ~p.hinted[cand]
+        hinted = np.flatnonzero(p.hinted[cand])
+        if hinted.size and self._hint is not None:
+            ok[hinted] = self._hint(p.rows[cand[hinted]])
+        accepted = bool(ok[j])
+        ok[j] = False
+        self._cand = cand[ok]
+        return accepted
+
+    def _taken(self, entry: Entry[T]) -> Entry[T]:
+        entry.where = _OUT
+        entry.events_seen = self._events
+        self._count -= 1
+        return entry
+
+    def _failed(self, entry: Entry[T], t: float) -> None:
+        self.failed_attempts += 1
+        entry.attempts += 1
+        entry.queue_t = t
+        entry.backoff_t = t + pod_backoff_s(entry.attempts, self.backoff_initial_s, self.backoff_max_s)
+        self._count += 1
+
+    def _push_active(self, entry: Entry[T]) -> None:
+        entry.where = _ACTIVE
+        heapq.heappush(self._active, (-entry.priority, entry.queue_t, entry.seq, entry))
+
+    def _requeue(self, entry: Entry[T], t: float) -> None:
+        if entry.backoff_t > t:
+            entry.where = _BACKOFF
+            heapq.heappush(self._backoff, (entry.backoff_t, -entry.priority, entry.queue_t, entry.seq, entry))
+        else:
+            self._push_active(entry)
+
+    def _unpark(self, rows: np.ndarray, t: float) -> int:
+        p = self._parked
+        for i in rows.tolist():
+            if p.alive[i]:
+                self._requeue(p.take(i), t)
+        if self._cand.size:
+            self._cand = self._cand[p.alive[self._cand]]
+        self._compact()
+        return int(rows.size)
+
+    def _compact(self) -> None:
+        """Drops the dead rows of the parked store once they are half of it; rows are renumbered, so only while no
+        candidate refers to them."""
+        p = self._parked
+        if not self._cand.size and p.live * 2 < len(p):
+            p.compact()
