@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from drlsched.k8s.extender import Extender, ExtenderServer
+from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.state import ClusterState
 from drlsched.policies import make_policy
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
 from testbed_common import machine_info
 
 

@@ -32,10 +32,11 @@ from typing import Any
 
 import yaml
 
+from drlsched.k8s.objects import pod_manifest
 from drlsched.testbed import processes
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, Testbed, down, start_scheduler, up
-from drlsched.testbed.pods import create_pods, list_pods, pod_manifest
+from drlsched.testbed.pods import create_pods, list_pods
 from testbed_common import machine_info, versions
 
 NAMESPACE = "default"

@@ -14,10 +14,9 @@ import kubernetes
 import numpy as np
 
 from drlsched.cluster import Cluster
-from drlsched.kube_objects import node_specs
-from drlsched.policies.base import Option, PodContext
+from drlsched.k8s.objects import node_specs, pod_manifest
 from drlsched.policies.k8s_default import K8sDefault
-from drlsched.testbed.pods import pod_manifest
+from drlsched.sched.cycle import pod_context
 from drlsched.workload import PodSpec
 
 UNSCHEDULABLE_WAIT_S = 3.0
@@ -67,8 +66,8 @@ def compare(core: kubernetes.client.CoreV1Api, namespace: str, pods: int, rng: n
         name = f"p{k:05d}"
         core.create_namespaced_pod(namespace, pod_manifest(name, f"{cpu}m", f"{mem}Mi", gpus, duration=None))
         spec = PodSpec(name, name, 0.0, cpu, mem, gpus=gpus, gpu_milli=1000 if gpus else 0)
-        r = cluster.request(spec)
-        feasible = cluster.feasible(r)
+        option = pod_context(spec, cluster, 0.0).options[0]
+        r, feasible = option.request, option.feasible
         nodes = np.flatnonzero(feasible)
         out.pods += 1
         if nodes.size == 0:
@@ -84,7 +83,7 @@ def compare(core: kubernetes.client.CoreV1Api, namespace: str, pods: int, rng: n
             cluster.allocate(index[bound], r, ())
             continue
         real = index[wait_bound(core, namespace, name)]
-        scores = policy.score(PodContext(spec, [], cluster, 0.0), Option(gpus, r, feasible), nodes)
+        scores = policy.score(pod_context(spec, cluster, 0.0), option, nodes)
         top = set(nodes[scores == scores.max()].tolist())
         if real in top:
             out.agree += 1

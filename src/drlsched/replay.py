@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import kubernetes
 import numpy as np
@@ -31,13 +31,21 @@ from kubernetes.watch.watch import iter_resp_lines
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
-from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, job_label_value
-from drlsched.kube_objects import node_specs
+from drlsched.k8s.objects import (
+    CPU_USAGE_ANNOTATION,
+    GPU_MODEL_LABEL,
+    GPU_UTIL_ANNOTATION,
+    JOB_LABEL,
+    MEMORY_USAGE_ANNOTATION,
+    PARENTS_ANNOTATION,
+    TASK_ANNOTATION,
+    job_label_value,
+    node_specs,
+    pod_manifest,
+)
 from drlsched.metrics import Accumulator, summarize
+from drlsched.sched.jobs import Job, JobBook
 from drlsched.simulator import horizon
-from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, GPU_UTIL_ANNOTATION, MEMORY_USAGE_ANNOTATION
-from drlsched.testbed.nodes import GPU_MODEL_LABEL
-from drlsched.testbed.pods import pod_manifest
 from drlsched.workload import PodSpec, QoS, Workload
 
 log = logging.getLogger("drlsched.replay")
@@ -57,12 +65,6 @@ class PodRecord:
     started: float = -1.0
     ended: float = -1.0
     node: str = ""
-
-
-@dataclass
-class _Job:
-    tasks: dict[str, list[int]] = field(default_factory=dict)  # task -> [pods, finished]
-    waiting: list[PodRecord] = field(default_factory=list)
 
 
 def as_replayed(spec: PodSpec) -> PodSpec:
@@ -172,15 +174,12 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
     watcher = _Watcher(core, namespace, run_id, clock, events)
     watcher.start()
     records: dict[str, PodRecord] = {}
-    jobs: dict[str, _Job] = {}
+    jobs: dict[str, Job[PodRecord]] = {}
+    book: JobBook[PodRecord] = JobBook()
     seq = itertools.count()
     pods_iter = workload.iter_pods()
     nxt = next(pods_iter, None)
     created = finished = 0
-
-    def task_done(job: _Job, task: str) -> bool:
-        info = job.tasks.get(task)
-        return info is None or info[1] >= info[0]  # a parent absent from the workload does not block
 
     # Creates go out from a few threads: one request at a time falls behind the arrival schedule at a few
     # hundred pods a second, which would stretch the workload (the replay reports its lag, `submit_lag_p99_s`).
@@ -205,14 +204,9 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
         created += 1
         pool.submit(post, rec)
 
-    def release(job: _Job, t: float) -> None:
-        still = []
-        for rec in job.waiting:
-            if all(task_done(job, p) for p in rec.spec.parents):
-                create(rec, max(t, rec.spec.arrival_s / speedup))
-            else:
-                still.append(rec)
-        job.waiting = still
+    def release(t: float) -> None:
+        for rec in book.release():
+            create(rec, max(t, rec.spec.arrival_s / speedup))
 
     try:
         last_change = clock()
@@ -220,21 +214,15 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
             if refused:
                 raise UserError(refused[0])
             now = clock()
-            touched: dict[str, _Job] = {}
             while nxt is not None and nxt.arrival_s / speedup <= now:
                 spec = as_replayed(nxt)
                 rec = PodRecord(spec, f"r{next(seq):06d}-{run_id}")
                 records[rec.name] = rec
-                job = touched[spec.job_id] = jobs.setdefault(spec.job_id, _Job())
-                job.tasks.setdefault(spec.task, [0, 0])[0] += 1
-                if spec.parents:
-                    job.waiting.append(rec)
-                else:
+                if book.arrive(jobs.setdefault(spec.job_id, Job()), spec, rec):
                     create(rec, spec.arrival_s / speedup)
                 nxt = next(pods_iter, None)
-            for job in touched.values():  # after the whole instant: parents arriving with a child count
-                release(job, now)
-            waiting = any(j.waiting for j in jobs.values())
+            release(now)  # after the whole instant: parents arriving with a child count
+            waiting = any(j.n_waiting for j in jobs.values())
             if nxt is None and not waiting and finished == created:
                 break
             if nxt is None and now - last_change > pending_timeout_s:
@@ -257,10 +245,8 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
             if phase in ("Succeeded", "Failed") and rec.ended < 0:
                 rec.ended = at
                 finished += 1
-                job = jobs[rec.spec.job_id]
-                job.tasks[rec.spec.task][1] += 1
-                if job.waiting:
-                    release(job, at)
+                book.finish(jobs[rec.spec.job_id], rec.spec.task)
+                release(at)
                 if progress:
                     progress(finished, len(records))
     finally:

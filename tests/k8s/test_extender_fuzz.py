@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from drlsched.k8s import quantity
 from drlsched.k8s.extender import Extender, ExtenderServer
-from drlsched.k8s.state import ClusterState, node_spec, pod_spec
+from drlsched.k8s.objects import node_spec, pod_manifest, pod_spec
+from drlsched.k8s.state import ClusterState
 from drlsched.policies import make_policy
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
 
 NODES = node_manifests(4, 2, "openb")
 NAMES = [n["metadata"]["name"] for n in NODES]

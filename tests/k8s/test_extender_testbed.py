@@ -8,8 +8,8 @@ import uuid
 
 import kubernetes
 
+from drlsched.k8s.objects import pod_manifest
 from drlsched.testbed import controlplane
-from drlsched.testbed.pods import pod_manifest
 
 from .conftest import RunningExtender, add_gpu_nodes, events_json, pods_json, wait_for
 

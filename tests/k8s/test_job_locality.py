@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from drlsched.k8s.objects import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, job_label_value, pod_manifest, pod_spec
 from drlsched.k8s.placement import Placer
-from drlsched.k8s.state import JOB_LABEL, PARENTS_ANNOTATION, TASK_ANNOTATION, ClusterState, job_label_value, pod_spec
+from drlsched.k8s.state import ClusterState
 from drlsched.policies import make_policy
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
 
 
 def _pod(name: str, job: str, task: str, parents: str = "", node: str | None = None,

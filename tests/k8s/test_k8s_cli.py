@@ -13,9 +13,9 @@ import kubernetes
 import pytest
 import yaml
 
+from drlsched.k8s.objects import pod_manifest
 from drlsched.testbed import controlplane
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

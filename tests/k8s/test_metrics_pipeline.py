@@ -21,13 +21,13 @@ from drlsched.k8s.metrics_pipeline import (
     Sample,
     parse_node_metrics,
 )
+from drlsched.k8s.objects import pod_manifest, pod_spec
 from drlsched.k8s.placement import Placer
-from drlsched.k8s.state import ClusterState, pod_spec
+from drlsched.k8s.state import ClusterState
 from drlsched.policies import make_policy
 from drlsched.testbed import controlplane
 from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, MEMORY_USAGE_ANNOTATION, RESOURCE_METRICS_PATH
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
 
 from .conftest import wait_for
 

@@ -14,12 +14,13 @@ import kubernetes
 from drlsched.k8s import prom
 from drlsched.k8s.ab_report import DEADLINE_ANNOTATION, apply_decision, compare, render
 from drlsched.k8s.client import api_client
+from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import ARM_ANNOTATION, POLICY_ANNOTATION, Rollout, in_candidate_arm
 from drlsched.k8s.second_scheduler import SecondScheduler
 from drlsched.policies import make_policy
 from drlsched.testbed import controlplane
-from drlsched.testbed.pods import create_pods, pod_manifest
+from drlsched.testbed.pods import create_pods
 from drlsched.workload import PodSpec
 
 from .conftest import pods_json, wait_for

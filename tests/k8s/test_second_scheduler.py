@@ -15,11 +15,12 @@ import pytest
 
 from drlsched.k8s import quantity
 from drlsched.k8s.client import api_client
+from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.second_scheduler import SecondScheduler
 from drlsched.policies import make_policy
 from drlsched.testbed import controlplane, processes
 from drlsched.testbed.pki import Pki
-from drlsched.testbed.pods import create_pods, pod_manifest
+from drlsched.testbed.pods import create_pods
 
 from .conftest import NODES, events_json, pods_json, wait_for
 

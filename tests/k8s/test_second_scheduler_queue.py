@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
+from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.second_scheduler import SecondScheduler
 from drlsched.policies import make_policy
 from drlsched.sched.queue import MAX_UNSCHEDULABLE_S
-from drlsched.testbed.pods import pod_manifest
 
 NAME = "drl-scheduler"
 
@@ -90,8 +90,9 @@ def test_a_pod_deleted_while_it_is_decided_is_not_requeued(queue: SecondSchedule
 
 
 def test_a_pod_that_fits_nowhere_is_not_shown_to_the_policy() -> None:
+    from drlsched.k8s.objects import pod_spec
     from drlsched.k8s.placement import Placer
-    from drlsched.k8s.state import ClusterState, pod_spec
+    from drlsched.k8s.state import ClusterState
     from drlsched.policies.base import Policy
     from drlsched.testbed.nodes import node_manifests
 

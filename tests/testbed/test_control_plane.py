@@ -8,6 +8,7 @@ from datetime import datetime
 
 import kubernetes
 
+from drlsched.k8s.objects import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL, pod_manifest
 from drlsched.testbed import controlplane
 from drlsched.testbed.kwok_config import (
     CPU_USAGE_ANNOTATION,
@@ -16,8 +17,7 @@ from drlsched.testbed.kwok_config import (
     MEMORY_USAGE_ANNOTATION,
     RESOURCE_METRICS_PATH,
 )
-from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
-from drlsched.testbed.pods import create_pods, pod_manifest, wait_for_phase
+from drlsched.testbed.pods import create_pods, wait_for_phase
 
 # kwok reports times with one-second resolution and runs stages as its queue allows: a pod's measured run time
 # may be a second short of its annotation, and a few seconds long while 1,000 pods change state at once.

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, PROFILES, RACK_LABEL, node_manifests
+from drlsched.k8s.objects import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
+from drlsched.testbed.nodes import PROFILES, node_manifests
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -51,7 +52,7 @@ def test_scenario_profile_is_the_scenarios_own_cluster() -> None:
 
 def test_exact_nodes_read_back_as_the_same_specs() -> None:
     # A trace's cluster (odd sizes, a P100 with one GPU, its own names and racks), as a replay needs it.
-    from drlsched.k8s.state import node_spec
+    from drlsched.k8s.objects import node_spec
     from drlsched.testbed.nodes import exact_node_manifests
     from drlsched.workload import NodeSpec
 

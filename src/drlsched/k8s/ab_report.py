@@ -29,8 +29,8 @@ import kubernetes
 
 from drlsched.k8s import quantity
 from drlsched.k8s.client import request
+from drlsched.k8s.objects import TERMINAL_PHASES
 from drlsched.k8s.rollout import ARM_ANNOTATION, CANDIDATE, CONTROL, POLICY_ANNOTATION
-from drlsched.k8s.state import TERMINAL_PHASES
 
 log = logging.getLogger("drlsched.k8s")
 DEADLINE_ANNOTATION = "drlsched.io/deadline-seconds"

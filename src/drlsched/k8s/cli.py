@@ -13,12 +13,11 @@ from types import FrameType
 
 from drlsched.errors import UserError
 from drlsched.k8s import prom
-from drlsched.k8s.client import api_client
+from drlsched.k8s.client import LOOPBACK, api_client
 from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller, PrometheusCollector
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import Rollout
 from drlsched.policies import make_policy
-from drlsched.testbed.processes import LOOPBACK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

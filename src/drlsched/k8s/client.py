@@ -13,6 +13,7 @@ from drlsched.errors import UserError
 # Binds and events run from a pool of threads; urllib3's default of 10 connections per host would make them
 # queue for (and discard) connections.
 POOL_SIZE = 32
+LOOPBACK = "127.0.0.1"  # where services listen unless told otherwise
 
 
 def api_client(kubeconfig: Path | None) -> kubernetes.client.ApiClient:

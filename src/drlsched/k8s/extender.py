@@ -25,9 +25,10 @@ from drlsched import __version__
 from drlsched.k8s import prom, wire
 from drlsched.k8s.client import call_raw
 from drlsched.k8s.metrics_pipeline import MetricsStore
+from drlsched.k8s.objects import ObjectError
 from drlsched.k8s.placement import Choice, Placer
 from drlsched.k8s.rollout import Rollout
-from drlsched.k8s.state import ClusterState, ObjectError
+from drlsched.k8s.state import ClusterState
 from drlsched.policies import Policy
 
 log = logging.getLogger("drlsched.k8s")

@@ -16,7 +16,8 @@ import numpy as np
 from drlsched.cluster import Cluster
 from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.state import ClusterState
-from drlsched.policies import Option, PodContext, Policy, ScoringPolicy
+from drlsched.policies import PodContext, Policy, ScoringPolicy
+from drlsched.sched.cycle import decide, fits_somewhere, pod_context
 from drlsched.workload import PodSpec
 
 MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
@@ -53,15 +54,9 @@ class Placer:
         if self.metrics is not None and time.monotonic() - self._applied_at >= self.refresh_s:
             self.metrics.apply(cluster)
             self._applied_at = time.monotonic()
-        mask = np.ones(cluster.size, dtype=bool) if names is None else state.mask(names)
-        options = []
-        for gpus in pod.gpu_options or (pod.gpus,):
-            r = cluster.request(pod, gpus)
-            options.append(Option(gpus, r, cluster.feasible(r) & mask))
-        ctx = PodContext(pod, options, cluster, time.time(), job_nodes=state.job_nodes(pod.job_id))
-        if self.policy.wants_data_nodes and pod.parents:
-            ctx.data_nodes = state.data_nodes(pod.job_id, pod.parents)
-        return ctx
+        return pod_context(pod, cluster, time.time(), job_nodes=state.job_nodes(pod.job_id),
+                           mask=None if names is None else state.mask(names), policy=self.policy,
+                           data_nodes=lambda: state.data_nodes(pod.job_id, pod.parents))
 
     def filter(self, state: ClusterState, pod: PodSpec, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """The named nodes where the pod fits by the policy's model, and a reason for each of the others."""
@@ -88,7 +83,7 @@ class Placer:
         kube-scheduler places the pod where the policy says, and still ranks the rest sensibly."""
         with self.lock, state.lock:
             ctx = self._context(state, pod, names)
-            decision = self.policy.select(ctx)
+            decision = decide(self.policy, ctx)
             scores = np.zeros(ctx.cluster.size, dtype=np.int64)
             if decision is not None:
                 option = next(o for o in ctx.options if o.gpus == decision.gpus)
@@ -114,12 +109,9 @@ class Placer:
             if names is not None and not names:
                 return Choice(None, pod.gpus,
                               f"0/{size} nodes are available: {size} node(s) didn't match Pod's node selector")
-            # A pod that fits nowhere is not shown to the policy: none could place it, and a learned one would
-            # record a state it never saw in training (the training env skips such pods too).
-            decision = None
+            decision = decide(self.policy, ctx)
             self.last_value = None
-            if any(o.feasible.any() for o in ctx.options):
-                decision = self.policy.select(ctx)
+            if fits_somewhere(ctx):  # the policy was asked: its value estimate of what it saw
                 estimate = getattr(self.policy, "predicted_value", None)
                 self.last_value = float(estimate(ctx)) if callable(estimate) else None
             if decision is None:

@@ -32,9 +32,10 @@ import kubernetes
 from drlsched.k8s import prom
 from drlsched.k8s.client import request
 from drlsched.k8s.metrics_pipeline import MetricsStore
+from drlsched.k8s.objects import TERMINAL_PHASES, ObjectError, pod_spec
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import ARM_ANNOTATION, POLICY_ANNOTATION, Rollout
-from drlsched.k8s.state import TERMINAL_PHASES, ClusterState, ObjectError, pod_spec
+from drlsched.k8s.state import ClusterState
 from drlsched.k8s.watch import Informer
 from drlsched.policies import Policy
 from drlsched.sched.queue import Entry, SchedulingQueue

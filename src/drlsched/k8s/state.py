@@ -1,4 +1,5 @@
-"""Cluster state from Kubernetes API objects: Node and Pod JSON → NodeSpec / PodSpec → the simulator's Cluster.
+"""Cluster state from Kubernetes API objects: Node and Pod JSON → NodeSpec / PodSpec (`drlsched.k8s.objects`) → the
+simulator's Cluster.
 
 The same `Cluster` the simulator uses, so every policy serves the simulator, the extender and the second
 scheduler unchanged. `ClusterState` is a watch-fed cache: node changes rebuild the arrays (rare), pod changes
@@ -7,9 +8,7 @@ allocate or release one pod in place (every scheduling cycle).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -20,166 +19,11 @@ from typing import Any
 import numpy as np
 
 from drlsched.cluster import Cluster, PodRequest
-from drlsched.k8s import quantity
-from drlsched.testbed.nodes import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
+from drlsched.k8s.objects import TERMINAL_PHASES, ObjectError, as_dict, node_spec, pod_spec
 from drlsched.workload import NodeSpec, PodSpec
 
-# GPU feature discovery's label, for real clusters that lack drlsched's own.
-GFD_MODEL_LABEL = "nvidia.com/gpu.product"
-JOB_LABEL = "drlsched.io/job"
-# A pod's task in its job and the tasks whose output it reads (comma-separated): where the parents' finished pods
-# ran is where its shuffle input lives (`PodContext.data_nodes`).
-TASK_ANNOTATION = "drlsched.io/task"
-PARENTS_ANNOTATION = "drlsched.io/parents"
-_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 MAX_FINISHED = 200_000  # finished pods remembered for data locality (oldest forgotten first)
-TERMINAL_PHASES = ("Succeeded", "Failed")
-_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-MAX_GPUS = 256  # per node or pod: the Cluster keeps one column per GPU slot
 log = logging.getLogger("drlsched.k8s")
-
-
-class ObjectError(ValueError):
-    """An API object that lacks or mistypes a field drlsched needs."""
-
-
-def job_label_value(job_id: str) -> str:
-    """`job_id` as a valid label value (63 characters of [-A-Za-z0-9_.]); other ids become a stable digest."""
-    if _LABEL_VALUE.fullmatch(job_id):
-        return job_id
-    return "job-" + hashlib.sha256(job_id.encode()).hexdigest()[:32]
-
-
-def _dict(obj: Any, where: str) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise ObjectError(f"{where} must be an object")
-    return obj
-
-
-def _list(obj: Any, where: str) -> list[Any]:
-    if obj is None:
-        return []
-    if not isinstance(obj, list):
-        raise ObjectError(f"{where} must be a list")
-    return obj
-
-
-def _name(obj: dict[str, Any], what: str) -> str:
-    name = _dict(obj.get("metadata"), f"{what}.metadata").get("name")
-    if not isinstance(name, str) or not name:
-        raise ObjectError(f"{what}.metadata.name must be a non-empty string")
-    return name
-
-
-def node_spec(node: dict[str, Any]) -> NodeSpec:
-    """A Node's allocatable resources, GPU model, rack and blocking taints."""
-    if not isinstance(node, dict):
-        raise ObjectError("node must be an object")
-    name = _name(node, "node")
-    meta = _dict(node.get("metadata"), "node.metadata")
-    labels = _dict(meta.get("labels"), "node.metadata.labels")
-    alloc = _dict(_dict(node.get("status"), "node.status").get("allocatable"), "node.status.allocatable")
-    spec = _dict(node.get("spec"), "node.spec")
-    taints = tuple(
-        sorted(
-            str(_dict(t, "node.spec.taints[]").get("key", ""))
-            for t in _list(spec.get("taints"), "node.spec.taints")
-            if _dict(t, "node.spec.taints[]").get("effect") in _BLOCKING_EFFECTS
-        )
-    )
-    try:
-        gpus = quantity.count(alloc.get(GPU_RESOURCE, 0), MAX_GPUS)
-        return NodeSpec(
-            name=name,
-            cpu_m=quantity.milli_cpu(alloc.get("cpu", 0), up=False),
-            mem_mib=quantity.mebibytes(alloc.get("memory", 0), up=False),
-            gpus=gpus,
-            gpu_model=str(labels.get(GPU_MODEL_LABEL) or labels.get(GFD_MODEL_LABEL) or ("GPU" if gpus else "")),
-            rack=str(labels.get(RACK_LABEL, "rack-0")),
-            taints=taints,
-            max_pods=quantity.count(alloc.get("pods", 110)),
-        )
-    except quantity.QuantityError as err:
-        raise ObjectError(f"node {name}: {err}") from None
-
-
-def _requests(container: Any, where: str) -> dict[str, Any]:
-    resources = _dict(_dict(container, where).get("resources"), f"{where}.resources")
-    # The apiserver defaults missing requests to the limits; objects in extender requests are already defaulted,
-    # but objects built by hand may carry limits only (as GPUs must).
-    limits = _dict(resources.get("limits"), f"{where}.resources.limits")
-    return {**limits, **_dict(resources.get("requests"), f"{where}.resources.requests")}
-
-
-def pod_spec(pod: dict[str, Any]) -> PodSpec:
-    """A Pod's effective request (containers summed, init containers' max, overhead), GPU and model needs."""
-    if not isinstance(pod, dict):
-        raise ObjectError("pod must be an object")
-    name = _name(pod, "pod")
-    meta = _dict(pod.get("metadata"), "pod.metadata")
-    spec = _dict(pod.get("spec"), "pod.spec")
-    labels = _dict(meta.get("labels"), "pod.metadata.labels")
-    annotations = _dict(meta.get("annotations"), "pod.metadata.annotations")
-    totals = {"cpu": 0.0, "memory": 0.0, GPU_RESOURCE: 0.0}
-    init_max = dict(totals)
-    try:
-        for c in _list(spec.get("containers"), "pod.spec.containers"):
-            req = _requests(c, "pod.spec.containers[]")
-            for key in totals:
-                totals[key] += quantity.parse(req.get(key, 0))
-        for c in _list(spec.get("initContainers"), "pod.spec.initContainers"):
-            req = _requests(c, "pod.spec.initContainers[]")
-            for key in init_max:
-                init_max[key] = max(init_max[key], quantity.parse(req.get(key, 0)))
-        overhead = _dict(spec.get("overhead"), "pod.spec.overhead")
-        effective = {k: max(totals[k], init_max[k]) + quantity.parse(overhead.get(k, 0)) for k in totals}
-        cpu_m = quantity.milli_cpu(effective["cpu"])
-        mem_mib = quantity.mebibytes(effective["memory"])
-        gpus = quantity.count(effective[GPU_RESOURCE], MAX_GPUS)
-    except quantity.QuantityError as err:
-        raise ObjectError(f"pod {name}: {err}") from None
-    selector = _dict(spec.get("nodeSelector"), "pod.spec.nodeSelector")
-    model = selector.get(GPU_MODEL_LABEL) or selector.get(GFD_MODEL_LABEL)
-    models = (str(model),) if model else _affinity_models(spec)
-    tolerations = tuple(
-        str(t.get("key", ""))
-        for t in (_dict(t, "pod.spec.tolerations[]") for t in _list(spec.get("tolerations"), "pod.spec.tolerations"))
-        if t.get("effect") in (None, "", *_BLOCKING_EFFECTS)
-    )
-    priority = spec.get("priority", 0)
-    uid = meta.get("uid")
-    namespace = meta.get("namespace", "default")
-    return PodSpec(
-        uid=str(uid) if uid else f"{namespace}/{name}",
-        job_id=str(labels.get(JOB_LABEL) or name),
-        task=str(annotations.get(TASK_ANNOTATION) or ""),
-        parents=tuple(p for p in (x.strip() for x in str(annotations.get(PARENTS_ANNOTATION) or "").split(",")) if p),
-        arrival_s=0.0,
-        cpu_m=cpu_m,
-        mem_mib=mem_mib,
-        gpus=gpus,
-        gpu_milli=1000 if gpus else 0,
-        gpu_models=models,
-        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
-        tolerations=tolerations,
-    )
-
-
-def _affinity_models(spec: dict[str, Any]) -> tuple[str, ...]:
-    """GPU models a pod accepts through required node affinity: `In` on the model label in its only term (more
-    terms are alternatives, which the Cluster's one model set per pod cannot express: then no constraint)."""
-    affinity = _dict(_dict(spec.get("affinity"), "pod.spec.affinity").get("nodeAffinity"), "nodeAffinity")
-    required = _dict(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), "nodeAffinity.required")
-    terms = _list(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
-    if len(terms) != 1:
-        return ()
-    for expr in _list(_dict(terms[0], "nodeSelectorTerms[]").get("matchExpressions"), "matchExpressions"):
-        expr = _dict(expr, "matchExpressions[]")
-        if expr.get("key") in (GPU_MODEL_LABEL, GFD_MODEL_LABEL) and expr.get("operator") == "In":
-            return tuple(str(v) for v in _list(expr.get("values"), "matchExpressions[].values"))
-    return ()
 
 
 def build_cluster(nodes: list[NodeSpec]) -> tuple[Cluster, dict[str, int]]:
@@ -221,13 +65,13 @@ class ClusterState:
 
     def set_node(self, node: dict[str, Any]) -> None:
         spec = node_spec(node)
-        cordoned = bool(_dict(node.get("spec"), "node.spec").get("unschedulable"))
+        cordoned = bool(as_dict(node.get("spec"), "node.spec").get("unschedulable"))
         # A node with no cpu or memory can host nothing (and scorers divide by capacity); a cordoned one takes
         # no new pods. Both are left out of the Cluster.
         if spec.cpu_m == 0 or spec.mem_mib == 0 or cordoned:
             self.delete_node(spec.name)
             return
-        labels = {str(k): str(v) for k, v in _dict(node["metadata"].get("labels"), "node.metadata.labels").items()}
+        labels = {str(k): str(v) for k, v in as_dict(node["metadata"].get("labels"), "node.metadata.labels").items()}
         with self.lock:
             self._labels[spec.name] = labels
             if self._nodes.get(spec.name) != spec:
@@ -250,9 +94,9 @@ class ClusterState:
     def set_pod(self, pod: dict[str, Any]) -> None:
         """A pod seen by a watch: bound and not finished pods hold resources; others hold none."""
         spec = pod_spec(pod)
-        node = _dict(pod.get("spec"), "pod.spec").get("nodeName")
-        phase = _dict(pod.get("status"), "pod.status").get("phase")
-        deleting = _dict(pod.get("metadata"), "pod.metadata").get("deletionTimestamp")
+        node = as_dict(pod.get("spec"), "pod.spec").get("nodeName")
+        phase = as_dict(pod.get("status"), "pod.status").get("phase")
+        deleting = as_dict(pod.get("metadata"), "pod.metadata").get("deletionTimestamp")
         with self.lock:
             if phase == "Succeeded" and node:
                 self._remember_finished(spec, str(node))

@@ -18,7 +18,8 @@ import kubernetes
 from kubernetes.watch.watch import iter_resp_lines
 
 from drlsched.k8s.client import call_raw
-from drlsched.k8s.state import ClusterState, ObjectError
+from drlsched.k8s.objects import ObjectError
+from drlsched.k8s.state import ClusterState
 
 log = logging.getLogger("drlsched.k8s")
 WATCH_TIMEOUT_S = 60  # the server ends each watch after this; a fresh one resumes from the last version

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _escape  # type: ignore[attr-defined]
 from typing import Any
 
-from drlsched.k8s.state import ObjectError, pod_spec
+from drlsched.k8s.objects import ObjectError, pod_spec
 from drlsched.workload import PodSpec
 
 

@@ -34,6 +34,7 @@ from drlsched.rl.features import (
 )
 from drlsched.rl.reward import RewardTracker, RewardWeights
 from drlsched.scenarios import make_scenario
+from drlsched.sched.cycle import fits_somewhere
 from drlsched.simulator import SimConfig, Simulator
 from drlsched.workload import Workload
 
@@ -190,7 +191,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         assert gen is not None
         try:
             ctx = next(gen) if first else gen.send(decision)
-            while not any(o.feasible.any() for o in ctx.options[:MAX_OPTIONS]):
+            while not fits_somewhere(ctx, MAX_OPTIONS):  # the agent sees its first MAX_OPTIONS options only
                 ctx = gen.send(None)
         except StopIteration as stop:
             self.metrics = stop.value

@@ -44,10 +44,11 @@ def pod_context(spec: PodSpec, cluster: Cluster, now: float, *, job_nodes: Mappi
     return ctx
 
 
-def fits_somewhere(ctx: PodContext) -> bool:
-    """Whether some node can take the pod now under some option. A pod that fits nowhere is not shown to the
-    policy: none could place it, and a learned policy would record a state its training never sees."""
-    return any(o.feasible.any() for o in ctx.options)
+def fits_somewhere(ctx: PodContext, max_options: int | None = None) -> bool:
+    """Whether some node can take the pod now under some option (of the first `max_options`). A pod that fits
+    nowhere is not shown to the policy: none could place it, and a learned policy would record a state its
+    training never sees."""
+    return any(o.feasible.any() for o in ctx.options[:max_options])
 
 
 def decide(policy: Policy, ctx: PodContext) -> Decision | None:

@@ -10,10 +10,13 @@ two changes:
 
 from __future__ import annotations
 
-DURATION_ANNOTATION = "drlsched.io/run-duration"  # a Go duration ("90s", "2m") or an RFC3339 deadline
-CPU_USAGE_ANNOTATION = "kwok.x-k8s.io/usage-cpu"  # a quantity ("500m"), reported as the pod's CPU use
-MEMORY_USAGE_ANNOTATION = "kwok.x-k8s.io/usage-memory"  # a quantity ("1Gi")
-GPU_UTIL_ANNOTATION = "drlsched.io/gpu-util"  # a fraction of the pod's GPUs in use, "0.35"
+from drlsched.k8s.objects import (
+    CPU_USAGE_ANNOTATION,
+    DURATION_ANNOTATION,
+    GPU_UTIL_ANNOTATION,
+    MEMORY_USAGE_ANNOTATION,
+)
+
 RESOURCE_METRICS_PATH = "/metrics/nodes/{node}/metrics/resource"
 GPU_METRICS_PATH = "/metrics/nodes/{node}/metrics/gpu"
 

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from drlsched.k8s.objects import GPU_MODEL_LABEL, GPU_RESOURCE, RACK_LABEL
 from drlsched.workload import NodeSpec
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_MODEL_LABEL = "drlsched.io/gpu-model"
-RACK_LABEL = "drlsched.io/rack"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NODES_PER_RACK = 20
 MAX_PODS = 110

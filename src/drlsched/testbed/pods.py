@@ -1,4 +1,4 @@
-"""Pods for the testbed: manifests kwok runs for an annotated duration, bulk creation, phase counts."""
+"""Pods on the testbed: bulk creation and phase counts (manifests: `drlsched.k8s.objects.pod_manifest`)."""
 
 from __future__ import annotations
 
@@ -10,43 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kubernetes
-
-from drlsched.testbed.kwok_config import DURATION_ANNOTATION
-from drlsched.testbed.nodes import GPU_RESOURCE
-
-
-def pod_manifest(
-    name: str,
-    cpu: str = "1",
-    memory: str = "1Gi",
-    gpus: int = 0,
-    duration: str | None = "30s",
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A single-container pod; kwok marks it Succeeded `duration` after it runs (never, if None)."""
-    requests = {"cpu": cpu, "memory": memory}
-    if gpus:
-        requests[GPU_RESOURCE] = str(gpus)
-    meta_annotations = dict(annotations or {})
-    if duration is not None:
-        meta_annotations[DURATION_ANNOTATION] = duration
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}, "annotations": meta_annotations},
-        "spec": {
-            "containers": [
-                # Extended resources must be given as limits too (requests alone are rejected).
-                {
-                    "name": "main",
-                    "image": "fake.invalid/job",
-                    "resources": {"requests": requests, "limits": requests},
-                }
-            ],
-            "restartPolicy": "Never",
-        },
-    }
 
 
 def create_pods(api: kubernetes.client.ApiClient, namespace: str, manifests: list[dict[str, Any]]) -> None:

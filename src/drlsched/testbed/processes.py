@@ -20,8 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from drlsched.errors import UserError
-
-LOOPBACK = "127.0.0.1"
+from drlsched.k8s.client import LOOPBACK
 
 
 def free_ports(count: int) -> list[int]:
