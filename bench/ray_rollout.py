@@ -24,7 +24,7 @@ from _machine import machine_info
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 from drlsched.rl.ppo import PPOSettings, train_ppo
-from drlsched.rl.rollout import LocalRollouts, Rollouts
+from drlsched.rl.rollout import LocalRollouts, Rollouts, RolloutSettings
 
 # Assumed for the many-node prediction (not measured here): a 10 Gbit/s network between workers and learner.
 NETWORK_BYTES_PER_S = 1.25e9
@@ -33,7 +33,7 @@ NETWORK_BYTES_PER_S = 1.25e9
 BACKENDS = ("local", "ray_1", "ray_2")
 
 
-def factory(name: str) -> Callable[[EnvConfig, NetConfig, PPOSettings], Rollouts]:
+def factory(name: str) -> Callable[[EnvConfig, NetConfig, RolloutSettings], Rollouts]:
     if name == "local":
         return LocalRollouts
     from drlsched.distributed.ray_backend import rollouts_factory
@@ -46,7 +46,7 @@ def measure_rollouts(env_cfg: EnvConfig, s: PPOSettings, repeats: int) -> dict[s
     hits all of them alike; each runs the same envs from the same seeds, so each does the same work."""
     net = SchedulerNet(NetConfig())
     batch = s.num_envs * s.num_steps
-    backends = {name: factory(name)(env_cfg, net.cfg, s) for name in BACKENDS}
+    backends = {name: factory(name)(env_cfg, net.cfg, s.rollout_settings()) for name in BACKENDS}
     times: dict[str, list[float]] = {name: [] for name in BACKENDS}
     stats: dict[str, list[dict[str, float]]] = {name: [] for name in BACKENDS}
     try:

@@ -31,7 +31,7 @@ import yaml
 
 from _machine import machine_info
 from drlsched.cli import build_parser
-from drlsched.cli_sim import sim_config, workload_factory
+from drlsched.cli_common import sim_config, workload_source
 from drlsched.evaluate import mean_ci
 from drlsched.metrics import METRIC_KEYS
 from drlsched.policies import make_policy
@@ -80,7 +80,7 @@ def wait_http(url: str, timeout_s: float = 60.0) -> None:
 def run_one(workload_name: str, mode: str, seed: int, args: argparse.Namespace) -> dict[str, object]:
     ns = build_parser().parse_args(["simulate", *workload_args(workload_name, args.nodes, args.duration, seed),
                                     "--policy", "k8s-default", "--seed", str(seed)])
-    workload = workload_factory(ns)(seed)
+    workload = workload_source(ns)(seed)
     state = Path(tempfile.mkdtemp(prefix="drlsched-compare-"))
     gpu_nodes = sum(1 for n in workload.nodes if n.gpus)
     testbed = up(Options(state_dir=state, nodes=len(workload.nodes), gpu_nodes=gpu_nodes, profile=workload_name,
@@ -136,7 +136,7 @@ def simulate_one(workload_name: str, policy: str, seed: int, args: argparse.Name
     conditions, for the fidelity of the aggregates (rows `sim:POLICY`)."""
     ns = build_parser().parse_args(["simulate", *workload_args(workload_name, args.nodes, args.duration, seed),
                                     "--policy", policy, "--seed", str(seed)])
-    workload = replayed_workload(workload_factory(ns)(seed))
+    workload = replayed_workload(workload_source(ns)(seed))
     config = testbed_config(ns, speedup_for(workload_name, args))
     metrics = Simulator(workload, make_policy(policy), seed, config).run()
     metrics.update({"mode": f"sim:{policy}", "seed": seed, "wall_s": 0.0})

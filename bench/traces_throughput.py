@@ -25,28 +25,16 @@ from traces_gen import GENERATORS
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 
-def _args(trace: Path, fmt: str, **options: object) -> argparse.Namespace:
-    from drlsched.traces import add_trace_arguments
-
-    parser = argparse.ArgumentParser()
-    add_trace_arguments(parser)
-    args = parser.parse_args(["--trace", str(trace), "--trace-format", fmt])
-    args.nodes, args.duration, args.seed = None, None, 0
-    for key, value in options.items():
-        setattr(args, key, value)
-    return args
-
-
 def child(trace: str, fmt: str, cache: str) -> None:
     """Runs in a subprocess: build, stream, then a cache hit; prints timings and peak RSS."""
-    from drlsched.traces import load_trace
+    from drlsched.traces import TraceSelection, load_trace
 
     began = time.perf_counter()
-    workload = load_trace(_args(Path(trace), fmt, cache=cache))
+    workload = load_trace(TraceSelection(trace, fmt, cache=cache))
     built = time.perf_counter()
     pods = sum(1 for _ in workload.iter_pods())
     streamed = time.perf_counter()
-    again = load_trace(_args(Path(trace), fmt, cache=cache))
+    again = load_trace(TraceSelection(trace, fmt, cache=cache))
     assert again.info["cache"] == "hit"
     hit_pods = sum(1 for _ in again.iter_pods())
     cached = time.perf_counter()
@@ -71,9 +59,9 @@ def _replay(trace: Path, fmt: str, pods: int, cache: Path) -> dict[str, object] 
         from drlsched.simulator import simulate
     except ImportError:
         return None
-    from drlsched.traces import load_trace
+    from drlsched.traces import TraceSelection, load_trace
 
-    workload = load_trace(_args(trace, fmt, cache=str(cache), max_pods=pods))
+    workload = load_trace(TraceSelection(str(trace), fmt, cache=str(cache), max_pods=pods))
     began = time.perf_counter()
     metrics = simulate(workload, "k8s-default", 0)
     elapsed = time.perf_counter() - began

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_float
-from drlsched.cli_sim import _fmt, add_workload_arguments, workload_factory
+from drlsched.cli_common import add_workload_arguments, fmt, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -35,7 +35,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from drlsched.replay import replay
 
-    factory = workload_factory(args)
+    factory = workload_source(args)
     workload = factory(args.seed)
     core = _api(args.kubeconfig)
     try:
@@ -79,7 +79,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             raise UserError(f"cannot write {args.json}: {err.strerror}") from None
         print(f"{metrics['policy']} on {metrics['scenario']}: {metrics['pods']} pods in {metrics['wall_s']:.1f} s")
         for key in (*METRIC_KEYS, "submit_lag_p99_s"):
-            print(f"  {key:24s} {_fmt(metrics[key])}")
+            print(f"  {key:24s} {fmt(metrics[key])}")
         print(f"metrics written to {args.json}")
     return 0
 

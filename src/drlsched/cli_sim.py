@@ -6,96 +6,27 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.cli_args import non_negative_int, positive_int
+from drlsched.cli_common import add_workload_arguments, fmt, progress_bar, sim_config, workload_source, write_json
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.metrics import METRIC_KEYS
 from drlsched.policies import BASELINES, make_policy
 from drlsched.report import BASELINE, table_markdown, write_plots, write_report
-from drlsched.scenarios import SCENARIOS, make_scenario
-from drlsched.simulator import SimConfig, Simulator
-from drlsched.traces import add_trace_arguments, load_trace
-from drlsched.workload import Workload
+from drlsched.simulator import Simulator
 
 MAX_SEEDS = 1000
 
 
-def add_workload_arguments(p: argparse.ArgumentParser) -> None:
-    """--scenario or --trace, and the sizes every workload command shares."""
-    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
-                   help=f"synthetic scenario: {', '.join(SCENARIOS)}")
-    add_trace_arguments(p)
-    p.add_argument("--nodes", type=positive_int, help="cluster size (default: the scenario's or the trace's)")
-    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="arrival window in seconds")
-    p.add_argument("--load", type=positive_float, default=1.0,
-                   help="arrival-rate factor; 1 offers about 80%% of the bottleneck resource (default 1)")
-    p.add_argument("--tick", type=positive_float, metavar="SECONDS",
-                   help="usage resampling and metric sampling period (default max(15 s, duration/4000))")
-    p.add_argument("--rebalance", type=positive_float, metavar="SECONDS",
-                   help="rebalancing period at which policies may migrate pods (default: off)")
-    p.add_argument("--allow-unschedulable", action="store_true",
-                   help="count pods that fit no node even when empty, instead of stopping with an error")
-
-
-@dataclass(frozen=True)
-class WorkloadFactory:
-    """Builds the same workload for a seed in any process (picklable, unlike a generator)."""
-
-    args: argparse.Namespace
-
-    def __call__(self, seed: int) -> Workload:
-        a = self.args
-        if a.scenario:
-            return make_scenario(a.scenario, nodes=a.nodes, duration=a.duration, load=a.load, seed=seed)
-        ns = argparse.Namespace(**vars(a))
-        ns.seed = seed
-        return load_trace(ns)
-
-
-def workload_factory(args: argparse.Namespace) -> WorkloadFactory:
-    if bool(args.scenario) == bool(args.trace):
-        raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
-    if args.trace and not args.trace_format:
-        raise UserError("--trace needs --trace-format")
-    return WorkloadFactory(args)
-
-
-def sim_config(args: argparse.Namespace) -> SimConfig:
-    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable)
-
-
-def _progress_bar(enabled: bool, label: str):  # type: ignore[no-untyped-def]
-    if not enabled:
-        return None, None
-    from tqdm import tqdm
-
-    bar = tqdm(total=100, desc=label, unit="%", file=sys.stderr, leave=False,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
-
-    def update(t: float, duration: float) -> None:
-        pct = min(100, int(100 * t / max(duration, 1e-9)))
-        if pct > bar.n:
-            bar.update(pct - bar.n)
-
-    return bar, update
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
-    factory = workload_factory(args)
+    factory = workload_source(args)
     policy = make_policy(args.policy)
     workload = factory(args.seed)
     show = not args.quiet and sys.stderr.isatty()
-    bar, update = _progress_bar(show, f"{args.policy} on {workload.name}")
+    bar, update = progress_bar(show, f"{args.policy} on {workload.name}")
     try:
         metrics = to_jsonable(Simulator(workload, policy, args.seed, sim_config(args), update).run())
     finally:
@@ -110,21 +41,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               f"{metrics['pods']} pods, {metrics['wall_s']:.2f} s wall, "
               f"{metrics['placements_per_s']:.0f} placements/s)")
         for key in METRIC_KEYS:
-            print(f"  {key:24s} {_fmt(metrics[key])}")
+            print(f"  {key:24s} {fmt(metrics[key])}")
         for example in metrics.get("unschedulable_examples", []):
             print(f"  unschedulable: {example}")
         if args.json:
-            _write_json(Path(args.json), metrics)
+            write_json(Path(args.json), metrics)
             print(f"metrics written to {args.json}")
     return 0
-
-
-def _write_json(path: Path, data: object) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n")
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror}") from None
 
 
 def _parse_policies(text: str) -> list[str]:
@@ -139,7 +62,7 @@ def _parse_policies(text: str) -> list[str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    factory = workload_factory(args)
+    factory = workload_source(args)
     check_backend_arguments(args)
     backend = load_ray_backend() if args.backend == "ray" else None  # a missing Ray fails before any work
     policies = _parse_policies(args.policies)
@@ -185,7 +108,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if BASELINE in policies:
         results[f"ratio_vs_{BASELINE}"] = paired_ratios(runs, policies, BASELINE)
     results["runs"] = [r["metrics"] for r in runs]
-    _write_json(out / "results.json", to_jsonable(results))
+    write_json(out / "results.json", to_jsonable(results))
     plots = write_plots(out, runs, policies)
     ratios = results.get(f"ratio_vs_{BASELINE}")
     report = write_report(out, summary, policies, meta, plots, ratios)  # type: ignore[arg-type]

@@ -67,14 +67,10 @@ def test_train_on_trace_windows_then_evaluate_the_held_out_rest(tmp_path: Path) 
 
 
 def test_train_windows_come_from_the_training_span_only() -> None:
-    import argparse
-
     from drlsched.rl.trace_windows import TraceWindows
+    from drlsched.traces import TraceSelection
 
-    args = argparse.Namespace(trace=str(TRACE), trace_format="alibaba-v2018", start=0.0, sample_rate=1.0,
-                              max_pods=None, cache=None, skip_bad_rows=False, machine_cpu_millis=None,
-                              machine_memory_mib=None, nodes=None)
-    windows = TraceWindows(args, start_s=100.0, span_s=250.0, window_s=50.0)
+    windows = TraceWindows(TraceSelection(str(TRACE), "alibaba-v2018"), start_s=100.0, span_s=250.0, window_s=50.0)
     for seed in range(20):
         wl = windows(seed)
         start = float(wl.info["window_start_s"])  # type: ignore[arg-type]

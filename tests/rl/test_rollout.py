@@ -9,13 +9,13 @@ import torch
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 from drlsched.rl.ppo import PPOSettings, train_ppo
-from drlsched.rl.rollout import ROW_BLOCK, RolloutWorker, Trajectory, concat, forward_rows, split_envs
+from drlsched.rl.rollout import ROW_BLOCK, RolloutSettings, RolloutWorker, Trajectory, concat, forward_rows, split_envs
 
 
 class SplitRollouts:
     """In-process stand-in for the Ray backend: one RolloutWorker per slice, trajectories joined in env order."""
 
-    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: PPOSettings, workers: int = 2) -> None:
+    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: RolloutSettings, workers: int = 2) -> None:
         self.workers = [RolloutWorker(env_cfg, seed=s.seed, num_envs=s.num_envs, first=a, count=b - a,
                                       shared=s.shared_workload, num_steps=s.num_steps)
                         for a, b in split_envs(s.num_envs, workers)]
@@ -60,8 +60,8 @@ def test_trajectories_do_not_depend_on_the_split(batch_config: EnvConfig, split:
     s = PPOSettings(num_envs=4, num_steps=24, seed=5, shared_workload=2)
     cfg = EnvConfig(scenario=batch_config.scenario, nodes=batch_config.nodes, duration_s=batch_config.duration_s,
                     max_steps=10)  # truncation exercises the bootstrap values
-    whole = SplitRollouts(cfg, net.cfg, s, workers=1)
-    parts = SplitRollouts(cfg, net.cfg, s, workers=split)
+    whole = SplitRollouts(cfg, net.cfg, s.rollout_settings(), workers=1)
+    parts = SplitRollouts(cfg, net.cfg, s.rollout_settings(), workers=split)
     for _ in range(2):
         a, b = whole.collect(net), parts.collect(net)
         _equal(a, b)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from trace_helpers import FIXTURES, load, namespace
 
@@ -98,11 +100,9 @@ def test_many_runs_merge_in_arrival_order(monkeypatch: pytest.MonkeyPatch) -> No
     ({"trace": None}, "no trace given"),
 ])
 def test_option_errors(options: dict[str, object], message: str) -> None:
-    args = namespace(OPENB, "alibaba-gpu-v2023")
-    for key, value in options.items():
-        setattr(args, key, value)
+    renamed = {{"trace": "path", "trace_format": "format"}.get(k, k): v for k, v in options.items()}
     with pytest.raises(UserError, match=message):
-        load_trace(args)
+        load_trace(replace(namespace(OPENB, "alibaba-gpu-v2023"), **renamed))
 
 
 def test_wrong_directory_names_the_expected_files(tmp_path) -> None:

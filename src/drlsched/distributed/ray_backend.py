@@ -23,8 +23,7 @@ from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, run_one
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
-from drlsched.rl.ppo import PPOSettings
-from drlsched.rl.rollout import RolloutWorker, Trajectory, concat, split_envs
+from drlsched.rl.rollout import RolloutSettings, RolloutWorker, Trajectory, concat, split_envs
 
 
 @contextlib.contextmanager
@@ -88,7 +87,7 @@ def get(refs: list[ray.ObjectRef]) -> list[object]:
 class RolloutActor:
     """A `RolloutWorker` over global envs first .. first+count-1, with its own copy of the network."""
 
-    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: PPOSettings, first: int, count: int) -> None:
+    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: RolloutSettings, first: int, count: int) -> None:
         torch.set_num_threads(s.threads)  # as in the learner's process; several threads only contend here
         self.net = SchedulerNet(net_cfg)
         self.worker = RolloutWorker(env_cfg, seed=s.seed, num_envs=s.num_envs, first=first, count=count,
@@ -110,7 +109,7 @@ class RayRollouts:
     learner's weights go to the object store once (`ray.put`) and every actor reads them from there; the
     trajectories come back and are joined in env order."""
 
-    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: PPOSettings, workers: int) -> None:
+    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: RolloutSettings, workers: int) -> None:
         if workers > s.num_envs:
             raise UserError(f"--workers {workers} is more than --envs {s.num_envs}: each worker needs an env")
         require_cpus(workers, f"{workers} rollout workers")
@@ -137,7 +136,7 @@ class RayRollouts:
             ray.kill(a)
 
 
-def rollouts_factory(workers: int) -> Callable[[EnvConfig, NetConfig, PPOSettings], RayRollouts]:
+def rollouts_factory(workers: int) -> Callable[[EnvConfig, NetConfig, RolloutSettings], RayRollouts]:
     """For `train_ppo(..., rollouts=...)`."""
     return partial(RayRollouts, workers=workers)
 

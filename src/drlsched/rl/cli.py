@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.cli_common import trace_selection
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.policies import BASELINES
@@ -118,7 +119,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         if args.cache is None:  # every episode loads a window: parse the trace once, into a store for this run
             args.cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="drlsched-train-"))
-        windows = trace_windows(args, window_s=args.duration, span_s=args.span)
+        windows = trace_windows(trace_selection(args), window_s=args.duration, span_s=args.span)  # type: ignore[arg-type]
         workload_name = f"{args.trace_format}:{Path(args.trace).name}"
         env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
                             workload_fn=windows)

@@ -20,8 +20,8 @@ from torch import nn
 
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
-from drlsched.rl.ppo import RunningStd
 from drlsched.rl.rollout import make_envs, obs_to_torch, reset_seeds
+from drlsched.rl.scaling import RunningStd
 
 
 @dataclass

@@ -38,9 +38,10 @@ from torch import nn
 
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet, masked_entropy
-from drlsched.rl.rollout import LocalRollouts, Rollouts, make_envs, reset_seeds
+from drlsched.rl.rollout import LocalRollouts, Rollouts, RolloutSettings, make_envs, reset_seeds
+from drlsched.rl.scaling import RunningStd
 
-RolloutsFactory = Callable[[EnvConfig, NetConfig, "PPOSettings"], Rollouts]
+RolloutsFactory = Callable[[EnvConfig, NetConfig, RolloutSettings], Rollouts]
 
 
 @dataclass
@@ -76,6 +77,10 @@ class PPOSettings:
     seed: int = 0
     threads: int = 1
 
+    def rollout_settings(self) -> RolloutSettings:
+        return RolloutSettings(seed=self.seed, num_envs=self.num_envs, num_steps=self.num_steps,
+                               shared_workload=self.shared_workload, threads=self.threads)
+
 
 Logger = Callable[[dict[str, float]], None]
 
@@ -85,25 +90,6 @@ def entropy_coef(s: PPOSettings, frac: float) -> float:
     if s.ent_schedule == "exp" and s.ent_coef > 0 and s.ent_coef_end > 0:
         return s.ent_coef * (s.ent_coef_end / s.ent_coef) ** frac
     return s.ent_coef + (s.ent_coef_end - s.ent_coef) * frac
-
-
-class RunningStd:
-    """Running variance of the discounted return per env, for reward scaling."""
-
-    def __init__(self, n: int, gamma: float) -> None:
-        self.ret = np.zeros(n)
-        self.gamma = gamma
-        self.count, self.mean, self.m2 = 1e-4, 0.0, 0.0
-
-    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        self.ret = self.ret * self.gamma + reward
-        for x in self.ret:
-            self.count += 1
-            d = x - self.mean
-            self.mean += d / self.count
-            self.m2 += d * (x - self.mean)
-        self.ret[done] = 0.0
-        return reward / math.sqrt(self.m2 / self.count + 1e-8)
 
 
 def behaviour_clone(net: SchedulerNet, env_cfg: EnvConfig, s: PPOSettings, log: Logger | None = None) -> float:
@@ -168,7 +154,7 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
         rows.append({"update": 0, "step": 0, "wall_s": time.perf_counter() - t0, "bc_accuracy": acc})
 
     opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
-    workers = (rollouts or LocalRollouts)(env_cfg, net.cfg, s)
+    workers = (rollouts or LocalRollouts)(env_cfg, net.cfg, s.rollout_settings())
     n_env, n_steps = s.num_envs, s.num_steps
     batch = n_env * n_steps
     mb_size = max(1, batch // s.num_minibatches)

@@ -16,7 +16,7 @@ The learner (reward scaling, GAE, update) gets the concatenated trajectories in 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -25,11 +25,19 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from drlsched.rl.env import EnvConfig, SchedulingEnv
 from drlsched.rl.network import NetConfig, SchedulerNet
 
-if TYPE_CHECKING:
-    from drlsched.rl.ppo import PPOSettings
-
 ROW_BLOCK = 4
 EPISODE_METRICS = ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_traffic_gb")
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What rollout collection needs of the training run's settings."""
+
+    seed: int
+    num_envs: int
+    num_steps: int  # per env and update
+    shared_workload: int = 1  # groups of envs replaying the same workloads
+    threads: int = 1  # torch threads in a worker process
 
 
 def make_envs(env_cfg: EnvConfig, n: int) -> SyncVectorEnv:
@@ -184,7 +192,7 @@ class Rollouts(Protocol):
 class LocalRollouts:
     """The default backend: one worker over all envs, in the learner's process."""
 
-    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: PPOSettings) -> None:
+    def __init__(self, env_cfg: EnvConfig, net_cfg: NetConfig, s: RolloutSettings) -> None:
         self.worker = RolloutWorker(env_cfg, seed=s.seed, num_envs=s.num_envs, first=0, count=s.num_envs,
                                     shared=s.shared_workload, num_steps=s.num_steps)
 

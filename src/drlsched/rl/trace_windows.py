@@ -7,13 +7,12 @@ trace (e.g. its second half, evaluated with `drlsched evaluate --trace ... --sta
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from drlsched.errors import UserError
-from drlsched.traces import load_trace, load_window
+from drlsched.traces import TraceSelection, load_trace, load_window
 from drlsched.workload import Workload
 
 
@@ -21,7 +20,7 @@ from drlsched.workload import Workload
 class TraceWindows:
     """Picklable `workload_fn` for the env: seed → a window of the trace (same nodes in every window)."""
 
-    args: argparse.Namespace  # the trace options (--trace, --trace-format, --cache, ...)
+    trace: TraceSelection  # the trace and its options (--cache, --nodes, ...)
     start_s: float  # the training span, seconds after the trace's first arrival
     span_s: float
     window_s: float
@@ -29,19 +28,17 @@ class TraceWindows:
     def __call__(self, seed: int) -> Workload:
         rng = np.random.default_rng(seed)
         offset = float(rng.uniform(0.0, max(0.0, self.span_s - self.window_s)))
-        ns = argparse.Namespace(**vars(self.args))
-        ns.start, ns.duration, ns.seed = self.start_s + offset, self.window_s, seed
-        return load_window(ns, allow_empty=True)
+        return load_window(replace(self.trace, start=self.start_s + offset, duration=self.window_s, seed=seed),
+                           allow_empty=True)
 
 
-def trace_windows(args: argparse.Namespace, window_s: float, span_s: float | None) -> TraceWindows:
-    """Checks the trace once (a clear error for a bad path or an empty span) and sizes the training span."""
-    whole = argparse.Namespace(**vars(args))
-    whole.duration, whole.seed = span_s, 0
-    info = load_trace(whole).info
+def trace_windows(trace: TraceSelection, window_s: float, span_s: float | None) -> TraceWindows:
+    """Checks the trace once (a clear error for a bad path or an empty span) and sizes the training span, which
+    starts at `trace.start`."""
+    info = load_trace(replace(trace, duration=span_s, seed=0)).info
     first, last = float(info["trace_first_arrival_s"]), float(info["trace_last_arrival_s"])
-    span = span_s if span_s is not None else max(0.0, last - first - args.start)
+    span = span_s if span_s is not None else max(0.0, last - first - trace.start)
     if span < window_s:
-        raise UserError(f"the training span ({span:g} s from --start {args.start:g}) is shorter than one window "
+        raise UserError(f"the training span ({span:g} s from --start {trace.start:g}) is shorter than one window "
                         f"(--duration {window_s:g} s); lower --duration or widen --span")
-    return TraceWindows(args, float(args.start), span, window_s)
+    return TraceWindows(trace, float(trace.start), span, window_s)

@@ -12,6 +12,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -61,6 +62,34 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MiB of a normalised memory amount of 1.0 (v2018: 100 units; Google: 1.0)")
 
 
+@dataclass(frozen=True)
+class TraceSelection:
+    """A trace and the window of it a command reads: the trace options, plus the core's sizes and seed."""
+
+    path: str
+    format: str
+    start: float = 0.0
+    duration: float | None = None
+    sample_rate: float = 1.0
+    max_pods: int | None = None
+    arrival_speedup: float = 1.0
+    nodes: int | None = None
+    seed: int = 0
+    cache: str | None = None
+    skip_bad_rows: bool = False
+    machine_cpu_millis: int | None = None
+    machine_memory_mib: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, path: str, *, nodes: int | None, duration: float | None,
+                  seed: int) -> TraceSelection:
+        """The options `add_selection_arguments` parsed, with the trace's path and the command's own sizes."""
+        return cls(path=path, format=args.trace_format, start=args.start, duration=duration,
+                   sample_rate=args.sample_rate, max_pods=args.max_pods, arrival_speedup=args.arrival_speedup,
+                   nodes=nodes, seed=seed, cache=args.cache, skip_bad_rows=args.skip_bad_rows,
+                   machine_cpu_millis=args.machine_cpu_millis, machine_memory_mib=args.machine_memory_mib)
+
+
 class TracePods:
     """Re-iterable pods of a stored window.
 
@@ -88,47 +117,47 @@ def _positive(value: float | None, option: str, allow_zero: bool = False) -> Non
                         f"got {value}")
 
 
-def _validate(args: argparse.Namespace) -> tuple[Path, str]:
-    if not getattr(args, "trace", None):
+def _validate(sel: TraceSelection) -> tuple[Path, str]:
+    if not sel.path:
         raise UserError("no trace given: pass --trace PATH (a trace directory or file)")
-    fmt = getattr(args, "trace_format", None)
+    fmt = sel.format
     if not fmt:
         raise UserError(f"--trace-format is required (one of {', '.join(FORMATS)})")
     if fmt not in _READERS:
         raise UserError(f"unknown trace format {fmt!r} (expected one of {', '.join(FORMATS)})")
-    _positive(args.start, "--start", allow_zero=True)
-    _positive(getattr(args, "duration", None), "--duration")
-    _positive(args.max_pods, "--max-pods")
-    _positive(getattr(args, "arrival_speedup", 1.0), "--arrival-speedup")
-    _positive(getattr(args, "nodes", None), "--nodes")
-    _positive(args.machine_cpu_millis, "--machine-cpu-millis")
-    _positive(args.machine_memory_mib, "--machine-memory-mib")
-    if not (math.isfinite(args.sample_rate) and 0 < args.sample_rate <= 1):
-        raise UserError(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
-    path = Path(args.trace).expanduser()
+    _positive(sel.start, "--start", allow_zero=True)
+    _positive(sel.duration, "--duration")
+    _positive(sel.max_pods, "--max-pods")
+    _positive(sel.arrival_speedup, "--arrival-speedup")
+    _positive(sel.nodes, "--nodes")
+    _positive(sel.machine_cpu_millis, "--machine-cpu-millis")
+    _positive(sel.machine_memory_mib, "--machine-memory-mib")
+    if not (math.isfinite(sel.sample_rate) and 0 < sel.sample_rate <= 1):
+        raise UserError(f"--sample-rate must be in (0, 1], got {sel.sample_rate}")
+    path = Path(sel.path).expanduser()
     if not path.exists():
         raise UserError(f"trace path {path} does not exist")
     return path, fmt
 
 
-def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, Any], Path, Path | None]:
+def _stored(sel: TraceSelection, path: Path, fmt: str) -> tuple[dict[str, Any], Path, Path | None]:
     """The store's meta, its directory, and the temporary directory to remove with it (no --cache)."""
     reader = _READERS[fmt]
     found = discover(path, reader.ROLES, fmt)
     sources = store.stamp(p for paths in found.values() for p in paths)
-    cpu_m = args.machine_cpu_millis or reader.DEFAULT_MACHINE[0]
-    mem_mib = args.machine_memory_mib or reader.DEFAULT_MACHINE[1]
+    cpu_m = sel.machine_cpu_millis or reader.DEFAULT_MACHINE[0]
+    mem_mib = sel.machine_memory_mib or reader.DEFAULT_MACHINE[1]
     key: dict[str, object] = {"format": fmt, "path": str(path.resolve()), "cpu": cpu_m, "mem": mem_mib}
-    seed = int(getattr(args, "seed", 0) or 0)
-    early = getattr(reader, "SAMPLES_WHILE_READING", False) and args.sample_rate < 1.0
+    seed = sel.seed
+    early = getattr(reader, "SAMPLES_WHILE_READING", False) and sel.sample_rate < 1.0
     if early:  # the store then holds only the sampled jobs: a cache entry of its own
-        key.update(sample_rate=args.sample_rate, seed=seed)
+        key.update(sample_rate=sel.sample_rate, seed=seed)
     temporary: Path | None = None
-    if args.cache:
-        directory = store.entry_dir(Path(args.cache).expanduser(), key)
+    if sel.cache:
+        directory = store.entry_dir(Path(sel.cache).expanduser(), key)
         meta = store.load_meta(directory, sources)
         if meta is not None:
-            if meta["info"].get("bad_rows") and not args.skip_bad_rows:
+            if meta["info"].get("bad_rows") and not sel.skip_bad_rows:
                 raise UserError(f"malformed row at {meta['info']['first_bad_row']} (use --skip-bad-rows to "
                                 f"skip such rows)")
             meta["info"]["cache"] = "hit"
@@ -136,41 +165,41 @@ def _stored(args: argparse.Namespace, path: Path, fmt: str) -> tuple[dict[str, A
     else:
         temporary = Path(tempfile.mkdtemp(prefix="drlsched-trace-"))
         directory = temporary / "store"
-    bad = BadRows(skip=args.skip_bad_rows, info={"bad_rows": 0})
+    bad = BadRows(skip=sel.skip_bad_rows, info={"bad_rows": 0})
     directory.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix=".scratch-", dir=directory.parent) as scratch:
             ctx = Context(found, bad, cpu_m, mem_mib, reader.DEFAULT_NODES, Path(scratch),
-                          sample_rate=args.sample_rate if early else 1.0, seed=seed)
+                          sample_rate=sel.sample_rate if early else 1.0, seed=seed)
             if early:
-                ctx.info["sampled_while_reading"] = args.sample_rate
+                ctx.info["sampled_while_reading"] = sel.sample_rate
             meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
     except BaseException:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
         raise
-    meta["info"]["cache"] = "built" if args.cache else "none"
+    meta["info"]["cache"] = "built" if sel.cache else "none"
     return meta, directory, temporary
 
 
-def load_trace(args: argparse.Namespace) -> Workload:
-    return load_window(args, allow_empty=False)
+def load_trace(sel: TraceSelection) -> Workload:
+    return load_window(sel, allow_empty=False)
 
 
-def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
+def load_window(sel: TraceSelection, allow_empty: bool) -> Workload:
     """`load_trace`, optionally accepting a window without pods (trace-info on a machine table alone)."""
-    path, fmt = _validate(args)
-    meta, directory, temporary = _stored(args, path, fmt)
+    path, fmt = _validate(sel)
+    meta, directory, temporary = _stored(sel, path, fmt)
     pods = TracePods(directory / store.PODS_FILE, Window(0.0, 0.0), temporary)
     origin = meta["first_arrival"]
     if meta["info"].get("unsampled_first_arrival_s") is not None:  # jobs before it were sampled out early
         origin = min(origin, meta["info"]["unsampled_first_arrival_s"]) if meta["pods"] else \
             meta["info"]["unsampled_first_arrival_s"]
-    lo = origin + args.start
-    duration = getattr(args, "duration", None)
+    lo = origin + sel.start
+    duration = sel.duration
     pods.window = Window(lo=lo, hi=math.inf if duration is None else lo + duration,
-                         sample_rate=args.sample_rate, seed=int(getattr(args, "seed", 0) or 0),
-                         max_pods=args.max_pods, speedup=getattr(args, "arrival_speedup", 1.0))
+                         sample_rate=sel.sample_rate, seed=sel.seed, max_pods=sel.max_pods,
+                         speedup=sel.arrival_speedup)
     count, last = extent(pods.source, pods.window)
     if not count and not allow_empty:
         span = f"{meta['first_arrival']:g}..{meta['last_arrival']:g} s" if meta["pods"] else "no pods at all"
@@ -185,6 +214,6 @@ def load_window(args: argparse.Namespace, allow_empty: bool) -> Workload:
     info: dict[str, object] = dict(meta["info"])
     info.update(format=fmt, source=str(path), pods=count, trace_pods=meta["pods"], nodes_in_trace=len(nodes),
                 window_start_s=lo, arrival_speedup=pods.window.speedup, trace_first_arrival_s=origin,
-                trace_last_arrival_s=meta["last_arrival"], sample_rate=args.sample_rate, seed=pods.window.seed)
-    return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, getattr(args, "nodes", None)),
+                trace_last_arrival_s=meta["last_arrival"], sample_rate=sel.sample_rate, seed=pods.window.seed)
+    return Workload(name=f"{fmt}:{path.name}", nodes=scale(nodes, sel.nodes),
                     pods=pods, duration_s=float(duration), info=info)

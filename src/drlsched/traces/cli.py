@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from drlsched.traces import FORMATS, TracePods, add_selection_arguments, load_window
+from drlsched.traces import FORMATS, TracePods, TraceSelection, add_selection_arguments, load_window
 from drlsched.traces.window import batches
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
@@ -44,8 +44,8 @@ def _percentiles(values: np.ndarray) -> dict[str, float] | None:
 
 
 def summarise(args: argparse.Namespace) -> dict[str, Any]:
-    args.trace = args.path
-    workload = load_window(args, allow_empty=True)
+    workload = load_window(TraceSelection.from_args(args, args.path, nodes=args.nodes, duration=args.duration,
+                                                    seed=args.seed), allow_empty=True)
     pods = workload.pods
     assert isinstance(pods, TracePods)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ("cpu_m", "mem_mib", "gpu_milli", "work_s")}

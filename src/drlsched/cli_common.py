@@ -1,0 +1,86 @@
+"""What the workload commands (`simulate`, `evaluate`, `replay`, `train`) share: the workload options, the
+`WorkloadSource` built from them, and output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from drlsched.cli_args import positive_float, positive_int
+from drlsched.errors import UserError
+from drlsched.scenarios import SCENARIOS
+from drlsched.simulator import SimConfig
+from drlsched.source import WorkloadSource
+from drlsched.traces import TraceSelection, add_trace_arguments
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """--scenario or --trace, and the sizes every workload command shares."""
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
+                   help=f"synthetic scenario: {', '.join(SCENARIOS)}")
+    add_trace_arguments(p)
+    p.add_argument("--nodes", type=positive_int, help="cluster size (default: the scenario's or the trace's)")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="arrival window in seconds")
+    p.add_argument("--load", type=positive_float, default=1.0,
+                   help="arrival-rate factor; 1 offers about 80%% of the bottleneck resource (default 1)")
+    p.add_argument("--tick", type=positive_float, metavar="SECONDS",
+                   help="usage resampling and metric sampling period (default max(15 s, duration/4000))")
+    p.add_argument("--rebalance", type=positive_float, metavar="SECONDS",
+                   help="rebalancing period at which policies may migrate pods (default: off)")
+    p.add_argument("--allow-unschedulable", action="store_true",
+                   help="count pods that fit no node even when empty, instead of stopping with an error")
+
+
+def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
+    """The --trace options of a workload command, or None without --trace."""
+    if not args.trace:
+        return None
+    if not args.trace_format:
+        raise UserError("--trace needs --trace-format")
+    return TraceSelection.from_args(args, args.trace, nodes=args.nodes, duration=args.duration, seed=0)
+
+
+def workload_source(args: argparse.Namespace) -> WorkloadSource:
+    if bool(args.scenario) == bool(args.trace):
+        raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
+    return WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
+                          duration=args.duration, load=args.load)
+
+
+def sim_config(args: argparse.Namespace) -> SimConfig:
+    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable)
+
+
+def fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def write_json(path: Path, data: object) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror}") from None
+
+
+def progress_bar(enabled: bool, label: str) -> tuple[Any, Callable[[float, float], None] | None]:
+    """A percentage bar on stderr for a simulation, and its update(t, duration) callback (None, None if off)."""
+    if not enabled:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=100, desc=label, unit="%", file=sys.stderr, leave=False,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+
+    def update(t: float, duration: float) -> None:
+        pct = min(100, int(100 * t / max(duration, 1e-9)))
+        if pct > bar.n:
+            bar.update(pct - bar.n)
+
+    return bar, update

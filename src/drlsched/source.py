@@ -1,0 +1,40 @@
+"""Where a command's workload comes from: a synthetic scenario or a window of a trace, with the sizes asked for.
+
+Built once by the CLI and passed on as a plain value: picklable, so evaluation workers and Ray actors rebuild the
+same workload for a seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from drlsched.errors import UserError
+from drlsched.scenarios import make_scenario
+from drlsched.traces import TraceSelection, load_trace
+from drlsched.workload import Workload
+
+
+@dataclass(frozen=True)
+class WorkloadSource:
+    scenario: str | None = None
+    trace: TraceSelection | None = None
+    nodes: int | None = None
+    duration: float | None = None
+    load: float = 1.0
+
+    def __post_init__(self) -> None:
+        if (self.scenario is None) == (self.trace is None):
+            raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
+
+    @property
+    def name(self) -> str:
+        if self.trace is not None:
+            return f"{self.trace.format}:{self.trace.path.rstrip('/').rsplit('/', 1)[-1]}"
+        return str(self.scenario)
+
+    def __call__(self, seed: int) -> Workload:
+        """The workload for a seed (a scenario's draw, or the trace window sampled with that seed)."""
+        if self.trace is not None:
+            return load_trace(replace(self.trace, seed=seed))
+        assert self.scenario is not None
+        return make_scenario(self.scenario, nodes=self.nodes, duration=self.duration, load=self.load, seed=seed)
