@@ -28,10 +28,14 @@ def test_replay_matches_the_simulated_timeline(testbed: controlplane.Testbed, tm
                           "--json", "-", "--quiet"], capture_output=True, text=True, timeout=300)
     simulated = json.loads(sim.stdout)
     assert real["pods"] == simulated["pods"]
-    # The stages run one after another for their annotated (compressed) times on both sides; the simulator adds
-    # a 1 s cold start per stage and the replay the API's latencies (times 20 after decompression, so a loaded
-    # machine widens the gap). Stages released together instead of in order would cut the JCT by half or more.
-    assert abs(real["jct_p50_s"] - simulated["jct_p50_s"]) < 0.3 * simulated["jct_p50_s"]
+    # The stages run one after another for their annotated (compressed) times on both sides: stages released
+    # together instead of in order would cut the JCT by half or more. The simulator adds a 1 s cold start per
+    # stage; the replay adds the API's and KWOK's latencies, multiplied by the speed-up, which grow without bound
+    # on a loaded machine. So the JCT may not fall below the simulated one, and may exceed it only by what the
+    # replay measured of its own delays (pending time per stage) plus the stages' own time.
+    assert real["jct_p50_s"] > 0.85 * simulated["jct_p50_s"]
+    stages = 4  # spark-tpcds jobs have 2-4 stages
+    assert real["jct_p50_s"] < 1.3 * simulated["jct_p50_s"] + stages * (real["pending_p99_s"] + 20 * 2.0)
     assert real["cross_node_traffic_gb"] > 0
 
 
