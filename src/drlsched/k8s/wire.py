@@ -8,6 +8,7 @@ camelCase Kubernetes JSON. Anything malformed raises WireError, which the server
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _escape  # type: ignore[attr-defined]
 from typing import Any
@@ -51,8 +52,8 @@ def decode(body: bytes) -> dict[str, Any]:
     """The JSON object of a request body, with its top-level keys folded to lower case (Go's matching)."""
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise WireError(f"body is not JSON: {err}") from None
+    except (ValueError, RecursionError) as err:  # ValueError: bad UTF-8 or JSON, an integer over 4,300 digits
+        raise WireError(f"body is not JSON: {str(err)[:200]}") from None
     if not isinstance(data, dict):
         raise WireError(f"body must be a JSON object, not {type(data).__name__}")
     return {str(k).lower(): v for k, v in data.items()}
@@ -87,6 +88,7 @@ def extender_args(body: bytes) -> ExtenderArgs:
         # Set-of-types and `in` run in C: this list has one entry per node, thousands of them.
         if not isinstance(names, list) or not set(map(type, names)) <= {str} or "" in names:
             raise WireError("NodeNames must be a list of non-empty strings")
+        _unique(names, "NodeNames")
         return ExtenderArgs(pod, ref, None, names)
     if nodes is None:
         raise WireError("one of Nodes (a NodeList) or NodeNames must be given")
@@ -97,7 +99,15 @@ def extender_args(body: bytes) -> ExtenderArgs:
         meta = node.get("metadata") if isinstance(node, dict) else None
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise WireError(f"Nodes.items[{i}] must be a Node with metadata.name")
+    _unique([node["metadata"]["name"] for node in items], "Nodes.items")
     return ExtenderArgs(pod, ref, items, None)
+
+
+def _unique(names: list[str], field: str) -> None:
+    """A node listed twice would be scored twice and come back twice: kube-scheduler never sends that."""
+    if len(set(names)) != len(names):
+        twice = next(name for name, count in Counter(names).items() if count > 1)
+        raise WireError(f"{field} lists node {twice[:100]!r} more than once")
 
 
 def binding_args(body: bytes) -> BindingArgs:

@@ -1,0 +1,63 @@
+"""Requests that once got a 500 or a silently wrong answer: oversize JSON integers, a node listed twice, a
+fractional GPU request; and the cache taking assumptions only from pods the watch knows or trusted callers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from drlsched.k8s.extender import Extender
+from drlsched.k8s.state import ClusterState, ObjectError, pod_spec
+from drlsched.policies import make_policy
+from drlsched.testbed.nodes import node_manifests
+from drlsched.testbed.pods import pod_manifest
+
+NODES = node_manifests(4, 2, "openb")
+NAMES = [n["metadata"]["name"] for n in NODES]
+
+
+def _pod(name: str = "p", uid: str = "u-1", gpus: int = 0) -> dict[str, Any]:
+    pod = pod_manifest(name, cpu="1", memory="1Gi", gpus=gpus)
+    pod["metadata"].update(namespace="default", uid=uid)
+    return pod
+
+
+def _extender() -> Extender:
+    return Extender(make_policy("first-fit"), "first-fit")
+
+
+def test_an_integer_longer_than_python_converts_is_a_400() -> None:
+    body = b'{"Pod": {"metadata": {"name": "p"}, "spec": {"priority": ' + b"9" * 5000 + b'}}, "NodeNames": []}'
+    status, payload = _extender().handle("filter", body)
+    assert status == 400 and "not JSON" in payload["Error"] and "4300" in payload["Error"]
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_a_node_listed_twice_is_a_400(verb: str) -> None:
+    extender = _extender()
+    body = json.dumps({"Pod": _pod(), "Nodes": {"items": [NODES[0], NODES[1], NODES[0]]}}).encode()
+    status, payload = extender.handle(verb, body)
+    assert status == 400 and f"Nodes.items lists node {NAMES[0]!r} more than once" == payload["Error"]
+    state = ClusterState()
+    for node in NODES:
+        state.set_node(node)
+    cached = Extender(make_policy("first-fit"), "first-fit", state=state)
+    body = json.dumps({"Pod": _pod(), "NodeNames": [NAMES[2], NAMES[3], NAMES[2]]}).encode()
+    status, payload = cached.handle(verb, body)
+    assert status == 400 and f"NodeNames lists node {NAMES[2]!r} more than once" == payload["Error"]
+    body = json.dumps({"Pod": _pod(), "NodeNames": NAMES}).encode()
+    assert cached.handle(verb, body)[0] == 200
+
+
+@pytest.mark.parametrize("amount", ["0.5", "500m", "1.5", 0.25])
+def test_a_fractional_gpu_request_is_refused(amount: object) -> None:
+    pod = _pod()
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": amount}}
+    with pytest.raises(ObjectError, match="is not a whole number of GPUs"):
+        pod_spec(pod)
+    status, payload = _extender().handle("filter", json.dumps({"Pod": pod, "Nodes": {"items": NODES}}).encode())
+    assert status == 400 and "is not a whole number of GPUs" in payload["Error"]
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    assert pod_spec(pod).gpus == 2
