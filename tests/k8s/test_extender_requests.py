@@ -61,3 +61,57 @@ def test_a_fractional_gpu_request_is_refused(amount: object) -> None:
     assert status == 400 and "is not a whole number of GPUs" in payload["Error"]
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
     assert pod_spec(pod).gpus == 2
+
+
+def _twin_state() -> tuple[ClusterState, list[str]]:
+    state = ClusterState()
+    twins = node_manifests(2, 2, "uniform")  # two identical empty GPU nodes: LeastAllocated spreads pods
+    for node in twins:
+        state.set_node(node)
+    return state, [n["metadata"]["name"] for n in twins]
+
+
+def _prioritize(extender: Extender, names: list[str], uid: str, trusted: bool = False) -> str:
+    pod = pod_manifest(uid, cpu="32", memory="1Gi", gpus=2)
+    pod["metadata"].update(namespace="default", uid=uid)
+    status, payload = extender.handle("prioritize", json.dumps({"Pod": pod, "NodeNames": names}).encode(),
+                                      trusted=trusted)
+    assert status == 200
+    return next(hp["Host"] for hp in json.loads(payload) if hp["Score"] == 10)
+
+
+def test_made_up_pods_from_an_unauthenticated_caller_add_no_assumptions() -> None:
+    state, names = _twin_state()
+    extender = Extender(make_policy("k8s-default"), "k8s-default", state=state)
+    for i in range(40):
+        _prioritize(extender, names, f"phantom-{i}")
+    assert state.counts() == (2, 0)  # nothing held
+    real = pod_manifest("real", cpu="32", memory="1Gi", gpus=2)
+    real["metadata"].update(namespace="default", uid="real")
+    state.set_pod(real)  # pending, as the watch shows it
+    assert state.waiting("real")
+    first = _prioritize(extender, names, "real")
+    assert state.pod_node("real") == first and state.counts() == (2, 1)
+    real["spec"]["nodeName"] = first
+    state.set_pod(real)  # bound: no longer waiting, held as confirmed
+    assert not state.waiting("real") and state.pod_node("real") == first
+    state.pod_deleted("real")
+    assert state.counts() == (2, 0)
+
+
+def test_an_authenticated_caller_may_add_assumptions_which_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, names = _twin_state()
+    extender = Extender(make_policy("k8s-default"), "k8s-default", state=state)
+    first = _prioritize(extender, names, "a", trusted=True)
+    assert _prioritize(extender, names, "b", trusted=True) != first
+    monkeypatch.setattr("drlsched.k8s.state.time.monotonic", lambda: 1e12)  # past the TTL, unconfirmed
+    state.expire_assumed()
+    assert state.counts() == (2, 0)
+
+
+def test_more_nodes_than_the_limit_is_a_400() -> None:
+    extender = Extender(make_policy("first-fit"), "first-fit", max_nodes=3)
+    status, payload = extender.handle("filter", json.dumps({"Pod": _pod(), "Nodes": {"items": NODES}}).encode())
+    assert status == 400 and payload["Error"] == "Nodes.items lists 4 nodes, more than the limit of 3"
+    body = json.dumps({"Pod": _pod(), "NodeNames": [f"n{i}" for i in range(4)]}).encode()
+    assert "NodeNames lists 4 nodes" in extender.handle("prioritize", body)[1]["Error"]

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +88,7 @@ class SecondScheduler:
         self._freed = 0  # capacity events so far (bound pods that ended or went, nodes added or changed)
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=_BIND_WORKERS, thread_name_prefix="bind")
+        self._pool = _Writes(_BIND_WORKERS)
         self._loop = threading.Thread(target=self._run, name="schedule", daemon=True)
 
     def start(self) -> SecondScheduler:
@@ -96,13 +96,17 @@ class SecondScheduler:
         self._loop.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 10.0) -> bool:
+        """Ends the decision loop, then gives the binds and events already chosen until `grace_s` to finish.
+        False when some were still running (abandoned: the apiserver decides them, and the next scheduler's
+        list shows the outcome; a bind that landed without its event gets it then, see `_reconcile`)."""
+        deadline = time.monotonic() + grace_s
         self._stopping.set()
         self.informer.stop()
         with self._cond:
             self._cond.notify_all()
-        self._loop.join(timeout=10)
-        self._pool.shutdown(wait=True)
+        self._loop.join(timeout=grace_s)
+        return self._pool.drain(deadline)
 
     def pending(self) -> int:
         with self._cond:
@@ -300,6 +304,34 @@ class SecondScheduler:
             request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
+
+
+class _Writes(ThreadPoolExecutor):
+    """The pool for API writes, which can also be drained against a deadline (`shutdown` waits or does not)."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="bind")
+        self._running = 0
+        self._idle = threading.Condition()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._idle:
+            self._running += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _: Future[Any]) -> None:
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
+
+    def drain(self, deadline: float) -> bool:
+        """Takes no more work and waits for what was submitted until `deadline` (monotonic); True when all
+        of it finished."""
+        self.shutdown(wait=False)
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _queue_key(p: _Pending, now: float) -> tuple[float, ...]:

@@ -68,7 +68,9 @@ def _string(data: dict[str, Any], key: str, field: str, required: bool = True) -
     return value
 
 
-def extender_args(body: bytes) -> ExtenderArgs:
+def extender_args(body: bytes, max_nodes: int = 1 << 30) -> ExtenderArgs:
+    """The arguments of a filter or prioritize call; more than `max_nodes` nodes are refused before any
+    per-node work."""
     data = decode(body)
     raw_pod = data.get("pod")
     if not isinstance(raw_pod, dict):
@@ -88,6 +90,7 @@ def extender_args(body: bytes) -> ExtenderArgs:
         # Set-of-types and `in` run in C: this list has one entry per node, thousands of them.
         if not isinstance(names, list) or not set(map(type, names)) <= {str} or "" in names:
             raise WireError("NodeNames must be a list of non-empty strings")
+        _count(names, max_nodes, "NodeNames")
         _unique(names, "NodeNames")
         return ExtenderArgs(pod, ref, None, names)
     if nodes is None:
@@ -95,12 +98,18 @@ def extender_args(body: bytes) -> ExtenderArgs:
     if not isinstance(nodes, dict) or not isinstance(nodes.get("items", []), list):
         raise WireError("Nodes must be a NodeList object with an items list")
     items = nodes.get("items") or []
+    _count(items, max_nodes, "Nodes.items")
     for i, node in enumerate(items):
         meta = node.get("metadata") if isinstance(node, dict) else None
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise WireError(f"Nodes.items[{i}] must be a Node with metadata.name")
     _unique([node["metadata"]["name"] for node in items], "Nodes.items")
     return ExtenderArgs(pod, ref, items, None)
+
+
+def _count(nodes: list[Any], limit: int, field: str) -> None:
+    if len(nodes) > limit:
+        raise WireError(f"{field} lists {len(nodes)} nodes, more than the limit of {limit}")
 
 
 def _unique(names: list[str], field: str) -> None:
