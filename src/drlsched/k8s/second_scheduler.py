@@ -85,6 +85,10 @@ class SecondScheduler:
                                  on_node=self._on_node)
         self._pending: dict[str, _Pending] = {}
         self._binding: set[str] = set()  # uids with a bind in flight
+        # Binds whose outcome we do not know (the answer was lost, or a 409): counted and given their Scheduled
+        # event when the API shows the pod bound (`_confirmed`), so neither is missed nor doubled.
+        self._unsure: dict[str, _Pending] = {}
+        self._started_at = ""  # RFC 3339 second of start: bindings before it are a previous instance's
         self._freed = 0  # capacity events so far (bound pods that ended or went, nodes added or changed)
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -92,8 +96,10 @@ class SecondScheduler:
         self._loop = threading.Thread(target=self._run, name="schedule", daemon=True)
 
     def start(self) -> SecondScheduler:
+        self._started_at = _now()
         self.informer.start()
         self._loop.start()
+        self._pool.submit(self._reconcile)
         return self
 
     def stop(self, grace_s: float = 10.0) -> bool:
@@ -133,6 +139,7 @@ class SecondScheduler:
         uid = meta.get("uid")
         if not uid:
             return
+        self._confirm_if_unsure(uid, obj)
         with self._cond:
             if event != "DELETED" and self._ours_and_pending(obj):
                 if uid not in self._pending and uid not in self._binding and self.state.pod_node(uid) is None:
@@ -241,9 +248,13 @@ class SecondScheduler:
             return
         with self._cond:
             self._binding.discard(uid)
+            self._unsure.pop(uid, None)  # an earlier attempt failed after all: this one bound it
+        self._scheduled(uid, pending, node)
+
+    def _scheduled(self, uid: str, pending: _Pending, node: str, note: str = "") -> None:
         self.outcomes.inc(outcome="bound")
-        self._event(pending, uid, "Normal", "Scheduled", f"Successfully assigned {pending.namespace}/"
-                    f"{pending.name} to {node}")
+        self._event(pending, uid, "Normal", "Scheduled",
+                    f"Successfully assigned {pending.namespace}/{pending.name} to {node}{note}")
 
     def _bind_failed(self, uid: str, pending: _Pending, node: str, err: Exception) -> None:
         status = getattr(err, "status", None)
@@ -253,31 +264,80 @@ class SecondScheduler:
             self.outcomes.inc(outcome="conflict")
             with self._cond:
                 self._binding.discard(uid)
+                self._unsure[uid] = pending
             self._report_earlier_bind(uid, pending)
             return
         if status == 404:  # deleted meanwhile
             self.state.delete_pod(uid)
             with self._cond:
                 self._binding.discard(uid)
+                self._unsure.pop(uid, None)
             return
         self.outcomes.inc(outcome="bind_error")
         log.warning("binding %s/%s to %s failed (%s); retrying", pending.namespace, pending.name, node,
                     getattr(err, "reason", None) or type(err).__name__)
+        if status is None or status >= 500:  # a timeout, a lost connection, a server error: it may have bound
+            with self._cond:
+                self._unsure[uid] = pending
         self.state.delete_pod(uid)
         self._requeue(uid, pending)
 
     def _report_earlier_bind(self, uid: str, pending: _Pending) -> None:
-        """After a 409: if the pod is bound by a bind of ours whose answer was lost, record its event now."""
+        """After a 409: if the pod is bound (pods naming us are bound by us), record that now."""
         try:
             pod = json.loads(request(self.api, "GET", f"/api/v1/namespaces/{pending.namespace}/pods/{pending.name}"))
-        except Exception as err:  # the watch settles the state; only the event would be missing
+        except Exception as err:  # the watch's event for the bound pod confirms it instead
             log.info("could not read %s/%s after a conflict: %s", pending.namespace, pending.name, err)
             return
-        node = pod.get("spec", {}).get("nodeName")
-        if pod.get("metadata", {}).get("uid") == uid and node and node == self.state.pod_node(uid):
-            self.outcomes.inc(outcome="bound")
-            self._event(pending, uid, "Normal", "Scheduled",
-                        f"Successfully assigned {pending.namespace}/{pending.name} to {node}")
+        if pod.get("metadata", {}).get("uid") == uid:
+            self._confirm_if_unsure(uid, pod)
+
+    def _confirm_if_unsure(self, uid: str, pod: dict[str, Any]) -> None:
+        """The API shows `pod`: if it is bound and its bind's outcome was unknown to us, that bind is confirmed
+        now (counted, and its event written, once: whoever pops it from `_unsure` reports it)."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            if (pod.get("metadata") or {}).get("deletionTimestamp") or \
+                    (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                with self._cond:
+                    self._unsure.pop(uid, None)  # gone unbound: nothing to report
+            return
+        if (pod.get("spec") or {}).get("schedulerName") != self.name:
+            return
+        with self._cond:
+            pending = self._unsure.pop(uid, None)
+        if pending is not None:
+            self._pool.submit(self._scheduled, uid, pending, str(node))
+
+    def _reconcile(self) -> None:
+        """After a restart: pods of ours that a previous instance bound without writing their Scheduled event
+        (it was stopped between the two calls) get it now, and count as bound. Pods bound before the events'
+        one-hour TTL are left alone; so are those bound since this instance started (their binds report)."""
+        backoff = 1.0
+        while not self._stopping.is_set():
+            try:
+                pods = json.loads(request(self.api, "GET", f"/api/v1/pods?fieldSelector=spec.schedulerName%3D"
+                                                           f"{self.name}"))["items"]
+                events = json.loads(request(self.api, "GET", f"/api/v1/events?fieldSelector=reason%3DScheduled%2C"
+                                                             f"source%3D{self.name}"))["items"]
+                break
+            except Exception as err:  # the apiserver is not there yet: the informer logs that already
+                log.debug("event reconciliation deferred: %s", err)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+        else:
+            return
+        reported = {(e.get("involvedObject") or {}).get("uid") for e in events}
+        horizon = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for pod in pods:
+            meta, node = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
+            bound_at = next((c.get("lastTransitionTime") or "" for c in (pod.get("status") or {}).get("conditions")
+                             or [] if c.get("type") == "PodScheduled" and c.get("status") == "True"), "")
+            if not node or meta.get("uid") in reported or not horizon <= bound_at < self._started_at:
+                continue
+            spec = PodSpec(meta["uid"], "", 0.0, 0, 0)  # only the names are needed for the event
+            pending = _Pending(meta.get("namespace", "default"), meta.get("name", ""), spec, {})
+            self._scheduled(meta["uid"], pending, str(node), " (recorded after a scheduler restart)")
 
     def _unschedulable(self, pending: _Pending, reason: str) -> None:
         uid = pending.spec.uid
