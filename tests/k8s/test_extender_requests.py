@@ -115,3 +115,30 @@ def test_more_nodes_than_the_limit_is_a_400() -> None:
     assert status == 400 and payload["Error"] == "Nodes.items lists 4 nodes, more than the limit of 3"
     body = json.dumps({"Pod": _pod(), "NodeNames": [f"n{i}" for i in range(4)]}).encode()
     assert "NodeNames lists 4 nodes" in extender.handle("prioritize", body)[1]["Error"]
+
+
+def test_unchanged_node_objects_reuse_the_cluster_built_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    converted: list[str] = []
+    real = ClusterState.set_node
+
+    def counting(self: ClusterState, node: dict[str, Any]) -> None:
+        converted.append(node["metadata"]["name"])
+        real(self, node)
+
+    monkeypatch.setattr(ClusterState, "set_node", counting)
+    nodes = [dict(n, metadata={**n["metadata"], "resourceVersion": "7"}) for n in NODES]
+    extender = _extender()
+
+    def prioritize(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        status, payload = extender.handle("prioritize", json.dumps({"Pod": _pod(), "Nodes": {"items": items}}).encode())
+        assert status == 200
+        return json.loads(payload)
+
+    first = prioritize(nodes)
+    assert prioritize(nodes) == first and len(converted) == len(NODES)  # the second request converted nothing
+    changed = [*nodes[:-1], dict(nodes[-1], metadata={**nodes[-1]["metadata"], "resourceVersion": "8"})]
+    prioritize(changed)
+    assert len(converted) == 2 * len(NODES)  # a new version: rebuilt
+    prioritize(NODES)
+    prioritize(NODES)  # no resourceVersion (hand-made objects): never reused
+    assert len(converted) == 4 * len(NODES)

@@ -79,6 +79,7 @@ class Extender:
         self.info = reg.add(prom.Gauge("drlsched_policy_info", "The serving policy and its version."))
         self.info.set(1, policy=policy_name, version=policy_version(policy_name))
         self.rollout = rollout(self.placer, reg) if rollout is not None else None
+        self._request_nodes: tuple[list[tuple[str, Any]], ClusterState] | None = None  # see `_state_for`
         reg.add(prom.CallbackGauge("drlsched_cache_nodes", "Nodes in the watch cache.", lambda: self._counts()[0]))
         reg.add(prom.CallbackGauge("drlsched_cache_pods", "Pods holding resources.", lambda: self._counts()[1]))
 
@@ -126,10 +127,18 @@ class Extender:
                                      "or set nodeCacheCapable: false so requests carry Nodes")
             return self.state
         assert args.nodes is not None
+        self.fallbacks.inc(reason="request_nodes_only")
+        # kube-scheduler sends the same Node objects again and again: when every node's resourceVersion is the
+        # last request's, the cluster built for that request serves (converting 15,000 nodes costs 0.45 s).
+        versions = [(n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in args.nodes]
+        last = self._request_nodes
+        if last is not None and last[0] == versions:
+            return last[1]
         state = ClusterState()  # scores from the request alone: nothing tells us the nodes' pods
         for node in args.nodes:
             state.set_node(node)
-        self.fallbacks.inc(reason="request_nodes_only")
+        if all(isinstance(version, str) and version for _, version in versions):
+            self._request_nodes = (versions, state)
         return state
 
     def _score(self, verb: str, args: wire.ExtenderArgs, trusted: bool) -> Any:
@@ -179,16 +188,7 @@ class _Protocol:
         self.require_client_cert = require_client_cert
 
     def get(self, request: Request) -> Response:
-        extender = self.extender
-        if request.path == "/healthz":
-            return _text(HTTPStatus.OK, "ok\n")
-        if request.path == "/readyz":
-            ready = extender.is_ready()
-            return _text(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
-                         "ok\n" if ready else "node cache not synced\n")
-        if request.path == "/metrics":
-            return _text(HTTPStatus.OK, extender.registry.exposition(), "text/plain; version=0.0.4")
-        return _text(HTTPStatus.NOT_FOUND, "not found\n")
+        return prom.probe(request.path, self.extender.registry, self.extender.is_ready, "node cache not synced\n")
 
     def post(self, request: Request) -> Response:
         if self.require_client_cert and not request.authenticated:
@@ -205,10 +205,6 @@ class _Protocol:
 def _json(payload: Any) -> bytes:
     text = payload if isinstance(payload, wire.RawJson) else json.dumps(payload, separators=(",", ":"))
     return text.encode()
-
-
-def _text(status: int, text: str, content_type: str = "text/plain") -> Response:
-    return Response(status, text.encode(), content_type)
 
 
 class ExtenderServer(HttpServer):

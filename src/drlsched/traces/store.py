@@ -27,7 +27,7 @@ from drlsched.traces.csvio import BadRows
 from drlsched.traces.podtable import SCHEMA
 from drlsched.workload import NodeSpec
 
-STORE_VERSION = 2  # bump when readers change what they produce, so old cache entries are rebuilt
+STORE_VERSION = 3  # bump when readers change what they produce, so old cache entries are rebuilt
 PODS_FILE = "pods.parquet"
 META_FILE = "meta.json"
 _ORDER = [("arrival_s", "ascending"), ("seq", "ascending")]
