@@ -222,7 +222,8 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     try:
         return tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     except (OSError, ssl.SSLError) as err:
-        raise UserError(f"cannot load the TLS files: {err.strerror or err}") from None
+        files = ", ".join(str(f) for f in (args.tls_cert, args.tls_key, args.tls_client_ca) if f is not None)
+        raise UserError(f"cannot load the TLS files {files}: {err.strerror or err}") from None
 
 
 def _schedule(args: argparse.Namespace) -> int:

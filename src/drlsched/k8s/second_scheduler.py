@@ -305,8 +305,8 @@ class SecondScheduler:
         if (pod.get("spec") or {}).get("schedulerName") != self.name:
             return
         with self._cond:
-            pending = self._unsure.pop(uid, None)
-        if pending is not None:
+            pending = None if self._stopping.is_set() else self._unsure.pop(uid, None)
+        if pending is not None:  # (stopping: the pool takes no more work; the next instance reconciles)
             self._pool.submit(self._scheduled, uid, pending, str(node))
 
     def _reconcile(self) -> None:
