@@ -136,12 +136,15 @@ def test_fifty_parallel_clients_are_all_served(server: ExtenderServer) -> None:
     assert codes == [200] * 500
 
 
-def test_health_is_answered_while_every_worker_is_busy() -> None:
+def test_health_is_answered_while_every_worker_and_the_get_thread_are_busy() -> None:
     release = threading.Event()
     entered = threading.Semaphore(0)
 
     class Blocking:
         def get(self, request: Request) -> Response:
+            if request.path == "/metrics":  # as if waiting for the cache's lock
+                entered.release()
+                release.wait(WAIT_S)
             return Response(200, b"ok\n", "text/plain")
 
         def post(self, request: Request) -> Response:
@@ -154,13 +157,16 @@ def test_health_is_answered_while_every_worker_is_busy() -> None:
 
     server = _start(HttpServer(("127.0.0.1", 0), Blocking(), Limits(workers=2)))
     try:
-        with ThreadPoolExecutor(4) as pool:
+        with ThreadPoolExecutor(5) as pool:
             posts = [pool.submit(_request, server, "POST", "/x", b"{}") for _ in range(4)]
-            assert entered.acquire(timeout=WAIT_S) and entered.acquire(timeout=WAIT_S)  # both workers blocked
+            metrics = pool.submit(_request, server, "GET", "/metrics")
+            for _ in range(3):  # both workers and the GET thread blocked
+                assert entered.acquire(timeout=WAIT_S)
             assert _request(server, "GET", "/healthz") == (200, b"ok\n")
-            assert not any(post.done() for post in posts)
+            assert not any(post.done() for post in posts) and not metrics.done()
             release.set()
             assert [post.result(timeout=WAIT_S)[0] for post in posts] == [200] * 4
+            assert metrics.result(timeout=WAIT_S)[0] == 200
     finally:
         release.set()
         server.stop()

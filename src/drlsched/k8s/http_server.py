@@ -9,8 +9,9 @@ Built to keep its shape under hostile or unlucky clients (issue 17), not for fea
 - The listen backlog is `backlog` (the kernel caps it at net.core.somaxconn), not socketserver's 5.
 - Bodies are framed by Content-Length only and refused on the header when over `max_body`. A body over
   `big_body` waits for its turn before it is read: one such body is in memory and being decoded at a time.
-- GET requests (health, readiness, metrics) are answered on the event loop itself, so they are served while
-  every worker is busy; POST handlers run in `workers` threads.
+- `GET /healthz` is answered on the event loop itself, so it is served while every worker is busy; other GETs
+  (readiness, metrics, which may wait for the cache's lock) run in a thread of their own, POSTs in `workers`
+  threads.
 - TLS (`tls_context`): the client certificate is verified when presented; `Request.authenticated` says
   whether one was. The handler decides what needs it.
 """
@@ -33,6 +34,7 @@ from typing import Protocol
 log = logging.getLogger("drlsched.k8s")
 MAX_HEADERS = 100
 MAX_LINE = 16 << 10  # request line or one header line
+HEALTH_PATH = "/healthz"  # answered on the event loop: it says the loop is alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ class Response:
 
 class Handler(Protocol):
     def get(self, request: Request) -> Response:
-        """Runs on the event loop: must be cheap."""
+        """Runs in the GET thread, or for /healthz on the event loop: must not block for long."""
 
     def post(self, request: Request) -> Response:
         """Runs in a worker thread."""
@@ -103,6 +105,7 @@ class HttpServer:
         self.socket = socket.create_server(address, family=family, backlog=self.limits.backlog)
         self.server_address = self.socket.getsockname()
         self._pool = ThreadPoolExecutor(self.limits.workers, thread_name_prefix="http")
+        self._gets = ThreadPoolExecutor(1, thread_name_prefix="http-get")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._grace_s = 0.0
@@ -124,6 +127,7 @@ class HttpServer:
         finally:
             self.socket.close()
             self._pool.shutdown(wait=False, cancel_futures=True)
+            self._gets.shutdown(wait=False, cancel_futures=True)
             self._done.set()
 
     def stop(self, grace_s: float = 5.0) -> bool:
@@ -215,10 +219,13 @@ class HttpServer:
                 response = self.handler.refuse(bare, refused.status, refused.kind, str(refused))
                 await self._write(writer, Response(response.status, response.body, response.content_type, True))
                 return False
-            if request.method == "GET":
+            loop = asyncio.get_running_loop()
+            if request.method == "POST":
+                response = await loop.run_in_executor(self._pool, self.handler.post, request)
+            elif request.path == HEALTH_PATH:
                 response = self.handler.get(request)
             else:
-                response = await asyncio.get_running_loop().run_in_executor(self._pool, self.handler.post, request)
+                response = await loop.run_in_executor(self._gets, self.handler.get, request)
             if big:
                 self._big_release()
                 big = False
