@@ -1,6 +1,6 @@
 """Extender /prioritize latency over HTTP on loopback, p50/p99, at 500 and 5,000 nodes; printed as JSON.
 
-The extender runs in this process on a ThreadingHTTPServer; one keep-alive client posts requests in a loop,
+The extender runs in this process (`ExtenderServer`); one keep-alive client posts requests in a loop,
 as kube-scheduler does. Its node cache is filled from testbed node manifests (profile openb, 20% GPU nodes)
 with `--load` of the nodes' CPU already bound to pods, so scores are computed on a busy cluster.
 

@@ -86,6 +86,7 @@ def _measure(arm: str, nodes: int, count: int, policy: str, adaptive: bool) -> d
                 config = yaml.safe_load(DEPLOY_CONFIG.read_text())
                 extender = config["extenders"][0]
                 extender["urlPrefix"] = f"http://{processes.LOOPBACK}:{testbed.ports['extender']}"
+                del extender["tlsConfig"]  # the loopback extender serves plain HTTP
                 del extender["managedResources"]
                 settings = {k: v for k, v in config.items() if k not in ("apiVersion", "kind")}
                 if adaptive:

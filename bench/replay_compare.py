@@ -98,6 +98,10 @@ def run_one(workload_name: str, mode: str, seed: int, args: argparse.Namespace) 
             config.pop("apiVersion")
             config.pop("kind")
             config["extenders"][0]["urlPrefix"] = f"http://{processes.LOOPBACK}:{port}"
+            del config["extenders"][0]["tlsConfig"]  # the loopback extender serves plain HTTP
+            # Placement quality is compared here: a call timing out on this shared machine would silently leave
+            # the choice to kube-scheduler (the shipped 250ms is sized for an extender with a core of its own).
+            config["extenders"][0]["httpTimeout"] = "5s"
             config["extenders"][0].pop("managedResources", None)
             start_scheduler(testbed, config)
         elif mode == "drl-scheduler":

@@ -98,7 +98,12 @@ def kube_scheduler(testbed: Testbed, extender: RunningExtender) -> Testbed:
     config = yaml.safe_load(DEPLOY_CONFIG.read_text())
     config.pop("apiVersion")
     config.pop("kind")
-    config["extenders"][0]["urlPrefix"] = extender.url
+    shipped = config["extenders"][0]
+    shipped["urlPrefix"] = extender.url
+    del shipped["tlsConfig"]  # the loopback extender serves plain HTTP (TLS is tested in test_extender_server)
+    # The shipped 250ms is sized for an extender with a core of its own; here it shares two with the whole
+    # control plane and the tests, and a call that timed out would silently leave the choice to kube-scheduler.
+    shipped["httpTimeout"] = "5s"
     start_scheduler(testbed, config)
     return testbed
 

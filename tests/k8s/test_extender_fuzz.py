@@ -224,6 +224,7 @@ def test_the_cache_counts_a_prioritized_pod_until_the_watch_confirms_or_time_run
     def place(uid: str) -> str:
         pod = pod_manifest(uid, cpu="32", memory="1Gi", gpus=2)
         pod["metadata"].update(namespace="default", uid=uid)
+        state.set_pod(pod)  # the watch shows it pending: only such pods (or trusted callers') are assumed
         _, payload = extender.handle("prioritize", json.dumps({"Pod": pod, "NodeNames": gpu_nodes}).encode())
         return next(hp["Host"] for hp in json.loads(payload) if hp["Score"] == 10)
 

@@ -132,3 +132,84 @@ def test_large_cluster_scores_a_rotating_subset(tmp_path: Path) -> None:
     assert isinstance(policy, LearnedPolicy)
     m = Simulator(make_scenario("ecommerce", nodes=150, duration=300.0, seed=2), policy, 2).run()
     assert policy.to_find < 150 and m["pods_scheduled"] > 0  # every choice was feasible (the simulator checks)
+
+
+def _forged(tmp_path: Path, **net: object) -> Path:
+    """A checkpoint whose header claims other dimensions, with a digest recomputed to match (it is not keyed)."""
+    from drlsched.rl import checkpoint
+
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["net"] = {**data["net"], **net}
+    header = {k: data[k] for k in ("format", "format_version", "obs_spec_version", "algo", "net", "meta")}
+    data["sha256"] = checkpoint._digest(header, data["state"])
+    torch.save(data, path)
+    return path
+
+
+def test_forged_dimensions_are_refused_before_any_network_is_built(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from drlsched.rl import checkpoint
+
+    built: list[NetConfig] = []
+    real = checkpoint.SchedulerNet
+
+    def counting(cfg: NetConfig) -> SchedulerNet:
+        if torch.empty(0).device.type != "meta":  # only real allocations count
+            built.append(cfg)
+        return real(cfg)
+
+    monkeypatch.setattr(checkpoint, "SchedulerNet", counting)
+    with pytest.raises(UserError, match=r"is torch.float32 \(64, \d+\), expected torch.float32 \(4000, \d+\)"):
+        load_policy(_forged(tmp_path / "a", hidden=4000))
+    with pytest.raises(UserError, match=r"net\.hidden must be an integer from 1 to 4096, not 100000"):
+        load_policy(_forged(tmp_path / "b", hidden=100_000))
+    with pytest.raises(UserError, match=r"net\.lstm must be an integer"):
+        load_policy(_forged(tmp_path / "c", lstm="64"))
+    with pytest.raises(UserError, match="unknown encoder"):
+        load_policy(_forged(tmp_path / "d", encoder="transformer"))
+    with pytest.raises(UserError, match="expected the keys"):
+        load_policy(_forged(tmp_path / "e", layers=3))
+    assert built == []
+    load_policy(_saved(tmp_path / "f"))
+    assert len(built) == 1  # the check above can see a real build
+
+
+def test_tensor_shape_and_dtype_are_checked(tmp_path: Path) -> None:
+    from drlsched.rl import checkpoint
+
+    path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    name = next(iter(data["state"]))
+    data["state"][name] = data["state"][name].double()
+    header = {k: data[k] for k in ("format", "format_version", "obs_spec_version", "algo", "net", "meta")}
+    data["sha256"] = checkpoint._digest(header, data["state"])
+    torch.save(data, path)
+    with pytest.raises(UserError, match=rf"{name} is torch.float64"):
+        load_policy(path)
+
+
+def test_paths_that_are_not_files_are_named_for_what_they_are(tmp_path: Path) -> None:
+    import os
+
+    directory = tmp_path / "policy.pt"
+    directory.mkdir()
+    with pytest.raises(UserError, match="is a directory, not a file"):
+        load_policy(directory)
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="is a FIFO, not a file"):  # and the load does not block on it
+        load_policy(fifo)
+    loop = tmp_path / "loop.pt"
+    loop.symlink_to(loop)
+    with pytest.raises(UserError, match="cannot be opened: Too many levels of symbolic links"):
+        load_policy(loop)
+    dangling = tmp_path / "dangling.pt"
+    dangling.symlink_to(tmp_path / "nowhere.pt")
+    with pytest.raises(UserError, match="does not exist \\(a symbolic link to a missing file\\)"):
+        load_policy(dangling)
+    big = tmp_path / "big.pt"
+    with big.open("wb") as handle:
+        handle.truncate((256 << 20) + 1)  # sparse: no disk used
+    with pytest.raises(UserError, match="more than a drlsched policy can have"):
+        load_policy(big)

@@ -13,6 +13,7 @@ import pytest
 from trace_helpers import FIXTURES, load
 
 from drlsched.errors import UserError
+from drlsched.traces.csvio import BadRows
 
 OPENB = FIXTURES / "alibaba-gpu-v2023"
 V2018 = FIXTURES / "alibaba-v2018"
@@ -124,7 +125,7 @@ def test_a_concurrent_build_keeps_the_first_valid_entry(tmp_path: Path) -> None:
     entry = first.pods.source.parent  # type: ignore[attr-defined]
     before = (entry / store.META_FILE).stat().st_mtime_ns
     stamp = json.loads((entry / store.META_FILE).read_text())["stamp"]
-    meta = store.write(iter(()), entry, [], {}, stamp)  # a second builder finishing later
+    meta = store.write(iter(()), entry, [], BadRows(skip=False), stamp)  # a second builder finishing later
     assert meta["pods"] == 6  # the other process's entry, not our empty build
     assert (entry / store.META_FILE).stat().st_mtime_ns == before
     assert not [p for p in entry.parent.iterdir() if p.name.startswith(".build-")]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Callable
@@ -19,6 +21,10 @@ from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import Rollout
 from drlsched.policies import make_policy
 
+# What SIGTERM leaves to requests and binds under way. Kubernetes' default grace period is 30 s; an API call
+# times out after 35 s (connect 5 + read 30), so one to a hung apiserver is abandoned, not waited out.
+STOP_GRACE_S = 10.0
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve = sub.add_parser("serve", help="run the kube-scheduler extender service (filter/prioritize/bind)")
@@ -26,6 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve.add_argument("--host", default=LOOPBACK, help="address to listen on (default %(default)s)")
     serve.add_argument("--port", type=int, default=8888, help="port (default %(default)s; 0 picks a free one)")
     serve.add_argument("--max-body-mib", type=int, default=32, help="largest request body accepted (MiB)")
+    serve.add_argument("--max-nodes", type=int, default=15_000,
+                       help="most nodes one request may list (default %(default)s)")
+    serve.add_argument("--workers", type=int, default=4, help="threads answering requests (default %(default)s)")
+    tls = serve.add_argument_group("TLS (deploy/ uses all three: kube-scheduler presents a client certificate)")
+    tls.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    tls.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's private key")
+    tls.add_argument("--tls-client-ca", type=Path, metavar="PEM",
+                     help="require a client certificate signed by this CA for filter/prioritize/bind (GETs for "
+                          "probes and /metrics need none)")
     _rollout_args(serve)
     serve.set_defaults(func=_serve)
 
@@ -124,12 +139,29 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _wait_for_stop(stop: threading.Event) -> None:
+    """Blocks the main thread until SIGTERM or SIGINT. Python runs signal handlers in the main thread only,
+    between bytecodes; a signal the kernel hands to another thread only marks the handler pending, and an
+    untimed wait would never wake to run it. Waking every fraction of a second bounds that delay."""
+    while not stop.wait(0.25):
+        pass
+
+
+def _exit_abandoning(what: str) -> None:
+    """Exits now although `what` still runs in worker threads (the interpreter would wait for them)."""
+    logging.getLogger("drlsched.k8s").warning("exiting with %s still in flight", what)
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="drlsched: %(asctime)s %(levelname)s %(message)s")
 
 
 def _serve(args: argparse.Namespace) -> int:
     from drlsched.k8s.extender import Extender, ExtenderServer
+    from drlsched.k8s.http_server import Limits
     from drlsched.k8s.state import ClusterState
     from drlsched.k8s.watch import Informer
 
@@ -138,6 +170,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port must be between 0 and 65535, not {args.port}")
     if args.max_body_mib < 1:
         raise UserError("--max-body-mib must be at least 1")
+    if args.max_nodes < 1 or args.workers < 1:
+        raise UserError("--max-nodes and --workers must be at least 1")
+    tls = _tls(args)
     policy = make_policy(args.policy)
     rollout = _rollout(args)  # options first: a bad one is reported before the kubeconfig is read
     state = ClusterState() if args.kubeconfig is not None or args.in_cluster else None
@@ -147,12 +182,13 @@ def _serve(args: argparse.Namespace) -> int:
         api = api_client(args.kubeconfig)
         informer = Informer(api, state)
         ready = threading.Event()
-    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20, metrics=metrics,
-                        rollout=rollout)
+    extender = Extender(policy, args.policy, state, api, ready, max_body=args.max_body_mib << 20,
+                        max_nodes=args.max_nodes, metrics=metrics, rollout=rollout)
     try:
-        server = ExtenderServer((args.host, args.port), extender)
+        server = ExtenderServer((args.host, args.port), extender, tls,
+                                Limits(max_body=extender.max_body, workers=args.workers))
     except OSError as err:
-        raise UserError(f"cannot listen on {args.host}:{args.port}: {err.strerror}") from None
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}") from None
     stop = threading.Event()
     _stop_on_signals(stop)
     for poller in pollers:
@@ -165,11 +201,28 @@ def _serve(args: argparse.Namespace) -> int:
         "extender for policy %s on %s (%s)", args.policy, server.url,
         "node cache from the API" if state is not None else "scoring the Nodes in each request")
     print(server.url, flush=True)
-    stop.wait()
-    server.shutdown()
+    _wait_for_stop(stop)
     if informer is not None:
         informer.stop()
+    if not server.stop(grace_s=STOP_GRACE_S):
+        _exit_abandoning("requests")
     return 0
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    from drlsched.k8s.http_server import tls_context
+
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            raise UserError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise UserError("--tls-cert and --tls-key go together")
+    try:
+        return tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
+    except (OSError, ssl.SSLError) as err:
+        files = ", ".join(str(f) for f in (args.tls_cert, args.tls_key, args.tls_client_ca) if f is not None)
+        raise UserError(f"cannot load the TLS files {files}: {err.strerror or err}") from None
 
 
 def _schedule(args: argparse.Namespace) -> int:
@@ -194,8 +247,9 @@ def _schedule(args: argparse.Namespace) -> int:
     for poller in pollers:
         poller.start()
     scheduler.start()
-    stop.wait()
-    scheduler.stop()
+    _wait_for_stop(stop)
+    if not scheduler.stop(grace_s=STOP_GRACE_S):
+        _exit_abandoning("binds")
     return 0
 
 

@@ -137,6 +137,11 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
         cpu_m = quantity.milli_cpu(effective["cpu"])
         mem_mib = quantity.mebibytes(effective["memory"])
         gpus = quantity.count(effective[GPU_RESOURCE], MAX_GPUS)
+        if gpus != effective[GPU_RESOURCE]:
+            # The apiserver refuses fractional extended resources; GPU shares need a device plugin's own
+            # resource name, which drlsched does not read. Rounding down would make a GPU pod a CPU pod.
+            raise quantity.QuantityError(f"{GPU_RESOURCE} request {effective[GPU_RESOURCE]:g} is not a whole "
+                                         f"number of GPUs")
     except quantity.QuantityError as err:
         raise ObjectError(f"pod {name}: {err}") from None
     selector = as_dict(spec.get("nodeSelector"), "pod.spec.nodeSelector")

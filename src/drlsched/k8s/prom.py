@@ -8,8 +8,9 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
+
+from drlsched.k8s.http_server import HttpServer, Limits, Request, Response
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -132,37 +133,36 @@ class Registry:
         return "\n".join(out) + "\n"
 
 
-class _MetricsHandler(BaseHTTPRequestHandler):
-    server: MetricsServer
-
-    def do_GET(self) -> None:
-        if self.path == "/metrics":
-            status, body, kind = 200, self.server.registry.exposition(), "text/plain; version=0.0.4"
-        elif self.path == "/healthz" or (self.path == "/readyz" and self.server.ready()):
-            status, body, kind = 200, "ok\n", "text/plain"
-        elif self.path == "/readyz":
-            status, body, kind = 503, "not ready\n", "text/plain"
-        else:
-            status, body, kind = 404, "not found\n", "text/plain"
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # the base class's signature
-        pass
+def probe(path: str, registry: Registry, ready: Callable[[], bool], not_ready: str = "not ready\n") -> Response:
+    """The answer to GET `path` among /metrics, /healthz and /readyz (503 until `ready()`); 404 otherwise."""
+    if path == "/metrics":
+        return Response(200, registry.exposition().encode(), "text/plain; version=0.0.4")
+    if path == "/healthz":
+        return Response(200, b"ok\n", "text/plain")
+    if path == "/readyz":
+        return Response(200, b"ok\n", "text/plain") if ready() else Response(503, not_ready.encode(), "text/plain")
+    return Response(404, b"not found\n", "text/plain")
 
 
-class MetricsServer(ThreadingHTTPServer):
+class _Probes:
+    def __init__(self, registry: Registry, ready: Callable[[], bool]) -> None:
+        self.registry, self.ready = registry, ready
+
+    def get(self, request: Request) -> Response:
+        return probe(request.path, self.registry, self.ready)
+
+    def post(self, request: Request) -> Response:
+        return Response(405, b"GET only\n", "text/plain", close=True)
+
+    def refuse(self, request: Request, status: int, kind: str, message: str) -> Response:
+        return Response(status, f"{message}\n".encode(), "text/plain", close=True)
+
+
+class MetricsServer(HttpServer):
     """/metrics, /healthz and /readyz (503 until `ready()`) for a process that serves nothing else (the second
-    scheduler)."""
-
-    daemon_threads = True
+    scheduler), on the extender's hardened server (`http_server`)."""
 
     def __init__(self, address: tuple[str, int], registry: Registry, ready: Callable[[], bool] = lambda: True,
                  ) -> None:
         self.registry = registry
-        self.ready = ready
-        super().__init__(address, _MetricsHandler)
+        super().__init__(address, _Probes(registry, ready), Limits(max_body=0, workers=1))

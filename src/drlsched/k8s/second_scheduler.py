@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,23 +80,33 @@ class SecondScheduler:
         self._queue: SchedulingQueue[_Pending] = SchedulingQueue()  # on the monotonic clock
         self._queued: dict[str, Entry[_Pending]] = {}  # uid -> its queue entry, while in the queue
         self._binding: dict[str, Entry[_Pending]] = {}  # uid -> entry, while being decided or bound
+        # Binds whose outcome we do not know (the answer was lost, or a 409): counted and given their Scheduled
+        # event when the API shows the pod bound (`_confirmed`), so neither is missed nor doubled.
+        self._unsure: dict[str, _Pending] = {}
+        self._started_at = ""  # RFC 3339 second of start: bindings before it are a previous instance's
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=_BIND_WORKERS, thread_name_prefix="bind")
+        self._pool = _Writes(_BIND_WORKERS)
         self._loop = threading.Thread(target=self._run, name="schedule", daemon=True)
 
     def start(self) -> SecondScheduler:
+        self._started_at = _now()
         self.informer.start()
         self._loop.start()
+        self._pool.submit(self._reconcile)
         return self
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 10.0) -> bool:
+        """Ends the decision loop, then gives the binds and events already chosen until `grace_s` to finish.
+        False when some were still running (abandoned: the apiserver decides them, and the next scheduler's
+        list shows the outcome; a bind that landed without its event gets it then, see `_reconcile`)."""
+        deadline = time.monotonic() + grace_s
         self._stopping.set()
         self.informer.stop()
         with self._cond:
             self._cond.notify_all()
-        self._loop.join(timeout=10)
-        self._pool.shutdown(wait=True)
+        self._loop.join(timeout=grace_s)
+        return self._pool.drain(deadline)
 
     def pending(self) -> int:
         with self._cond:
@@ -124,6 +134,7 @@ class SecondScheduler:
         uid = meta.get("uid")
         if not uid:
             return
+        self._confirm_if_unsure(uid, obj)
         with self._cond:
             if event != "DELETED" and self._ours_and_pending(obj):
                 if uid not in self._queued and uid not in self._binding and self.state.pod_node(uid) is None:
@@ -240,9 +251,14 @@ class SecondScheduler:
             self._bind_failed(uid, pending, node, err)
             return
         self._finished(uid)
+        with self._cond:
+            self._unsure.pop(uid, None)  # an earlier attempt failed after all: this one bound it
+        self._scheduled(uid, pending, node)
+
+    def _scheduled(self, uid: str, pending: _Pending, node: str, note: str = "") -> None:
         self.outcomes.inc(outcome="bound")
-        self._event(pending, uid, "Normal", "Scheduled", f"Successfully assigned {pending.namespace}/"
-                    f"{pending.name} to {node}")
+        self._event(pending, uid, "Normal", "Scheduled",
+                    f"Successfully assigned {pending.namespace}/{pending.name} to {node}{note}")
 
     def _bind_failed(self, uid: str, pending: _Pending, node: str, err: Exception) -> None:
         status = getattr(err, "status", None)
@@ -251,30 +267,81 @@ class SecondScheduler:
             # someone else. Binding again would be wrong either way; the watch brings the truth.
             self.outcomes.inc(outcome="conflict")
             self._finished(uid)
+            with self._cond:
+                self._unsure[uid] = pending
             self._report_earlier_bind(uid, pending)
             return
         if status == 404:  # deleted meanwhile
             self.state.delete_pod(uid)
             self._finished(uid)
+            with self._cond:
+                self._unsure.pop(uid, None)
             return
         self.outcomes.inc(outcome="bind_error")
         log.warning("binding %s/%s to %s failed (%s); retrying", pending.namespace, pending.name, node,
                     getattr(err, "reason", None) or type(err).__name__)
+        if status is None or status >= 500:  # a timeout, a lost connection, a server error: it may have bound
+            with self._cond:
+                self._unsure[uid] = pending
         self.state.delete_pod(uid)
         self._requeue(uid, pending)
 
     def _report_earlier_bind(self, uid: str, pending: _Pending) -> None:
-        """After a 409: if the pod is bound by a bind of ours whose answer was lost, record its event now."""
+        """After a 409: if the pod is bound (pods naming us are bound by us), record that now."""
         try:
             pod = json.loads(request(self.api, "GET", f"/api/v1/namespaces/{pending.namespace}/pods/{pending.name}"))
-        except Exception as err:  # the watch settles the state; only the event would be missing
+        except Exception as err:  # the watch's event for the bound pod confirms it instead
             log.info("could not read %s/%s after a conflict: %s", pending.namespace, pending.name, err)
             return
-        node = pod.get("spec", {}).get("nodeName")
-        if pod.get("metadata", {}).get("uid") == uid and node and node == self.state.pod_node(uid):
-            self.outcomes.inc(outcome="bound")
-            self._event(pending, uid, "Normal", "Scheduled",
-                        f"Successfully assigned {pending.namespace}/{pending.name} to {node}")
+        if pod.get("metadata", {}).get("uid") == uid:
+            self._confirm_if_unsure(uid, pod)
+
+    def _confirm_if_unsure(self, uid: str, pod: dict[str, Any]) -> None:
+        """The API shows `pod`: if it is bound and its bind's outcome was unknown to us, that bind is confirmed
+        now (counted, and its event written, once: whoever pops it from `_unsure` reports it)."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            if (pod.get("metadata") or {}).get("deletionTimestamp") or \
+                    (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                with self._cond:
+                    self._unsure.pop(uid, None)  # gone unbound: nothing to report
+            return
+        if (pod.get("spec") or {}).get("schedulerName") != self.name:
+            return
+        with self._cond:
+            pending = None if self._stopping.is_set() else self._unsure.pop(uid, None)
+        if pending is not None:  # (stopping: the pool takes no more work; the next instance reconciles)
+            self._pool.submit(self._scheduled, uid, pending, str(node))
+
+    def _reconcile(self) -> None:
+        """After a restart: pods of ours that a previous instance bound without writing their Scheduled event
+        (it was stopped between the two calls) get it now, and count as bound. Pods bound before the events'
+        one-hour TTL are left alone; so are those bound since this instance started (their binds report)."""
+        backoff = 1.0
+        while not self._stopping.is_set():
+            try:
+                pods = json.loads(request(self.api, "GET", f"/api/v1/pods?fieldSelector=spec.schedulerName%3D"
+                                                           f"{self.name}"))["items"]
+                events = json.loads(request(self.api, "GET", f"/api/v1/events?fieldSelector=reason%3DScheduled%2C"
+                                                             f"source%3D{self.name}"))["items"]
+                break
+            except Exception as err:  # the apiserver is not there yet: the informer logs that already
+                log.debug("event reconciliation deferred: %s", err)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+        else:
+            return
+        reported = {(e.get("involvedObject") or {}).get("uid") for e in events}
+        horizon = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for pod in pods:
+            meta, node = pod.get("metadata") or {}, (pod.get("spec") or {}).get("nodeName")
+            bound_at = next((c.get("lastTransitionTime") or "" for c in (pod.get("status") or {}).get("conditions")
+                             or [] if c.get("type") == "PodScheduled" and c.get("status") == "True"), "")
+            if not node or meta.get("uid") in reported or not horizon <= bound_at < self._started_at:
+                continue
+            spec = PodSpec(meta["uid"], "", 0.0, 0, 0)  # only the names are needed for the event
+            pending = _Pending(meta.get("namespace", "default"), meta.get("name", ""), spec, {})
+            self._scheduled(meta["uid"], pending, str(node), " (recorded after a scheduler restart)")
 
     def _unschedulable(self, pending: _Pending, reason: str) -> None:
         uid = pending.spec.uid
@@ -301,6 +368,34 @@ class SecondScheduler:
             request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
         except Exception as err:  # events are best effort, as in kube-scheduler
             log.info("event %s for %s/%s not recorded: %s", reason, pending.namespace, pending.name, err)
+
+
+class _Writes(ThreadPoolExecutor):
+    """The pool for API writes, which can also be drained against a deadline (`shutdown` waits or does not)."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="bind")
+        self._running = 0
+        self._idle = threading.Condition()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._idle:
+            self._running += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _: Future[Any]) -> None:
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
+
+    def drain(self, deadline: float) -> bool:
+        """Takes no more work and waits for what was submitted until `deadline` (monotonic); True when all
+        of it finished."""
+        self.shutdown(wait=False)
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _now() -> str:

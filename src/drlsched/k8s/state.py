@@ -53,6 +53,7 @@ class ClusterState:
         self._labels: dict[str, dict[str, str]] = {}  # for nodeSelector (the second scheduler's own filter)
         self._expiring: dict[str, float] = {}  # uid -> monotonic deadline of an unconfirmed assumption
         self._pods: dict[str, _Bound] = {}
+        self._waiting: set[str] = set()  # uids the watch shows unbound and not finished
         self._jobs: dict[str, Counter[str]] = {}  # job -> node -> its pods holding resources there
         self._finished: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # uid -> (job, task, node)
         self._finished_by_task: dict[tuple[str, str], dict[str, str]] = {}  # (job, task) -> uid -> node
@@ -98,6 +99,10 @@ class ClusterState:
         phase = as_dict(pod.get("status"), "pod.status").get("phase")
         deleting = as_dict(pod.get("metadata"), "pod.metadata").get("deletionTimestamp")
         with self.lock:
+            if node or phase in TERMINAL_PHASES or deleting:
+                self._waiting.discard(spec.uid)
+            else:
+                self._waiting.add(spec.uid)
             if phase == "Succeeded" and node:
                 self._remember_finished(spec, str(node))
             if phase in TERMINAL_PHASES or deleting:
@@ -116,6 +121,11 @@ class ClusterState:
             if ttl_s is not None:
                 self._expiring[spec.uid] = time.monotonic() + ttl_s
             self._hold(spec, node, confirmed=False)
+
+    def waiting(self, uid: str) -> bool:
+        """Whether the watch shows this pod pending (unbound, not finished)."""
+        with self.lock:
+            return uid in self._waiting
 
     def expire_assumed(self) -> None:
         """Forgets timed assumptions that no watch event confirmed."""
@@ -143,7 +153,14 @@ class ClusterState:
         if self._cluster is not None:
             self._allocate(bound)
 
+    def pod_deleted(self, uid: str) -> None:
+        """The watch saw the pod go."""
+        with self.lock:
+            self._waiting.discard(uid)
+            self.delete_pod(uid)
+
     def delete_pod(self, uid: str) -> None:
+        """Stops counting the pod's resources (it ended, went, or an assumption about it was wrong)."""
         with self.lock:
             held = self._pods.pop(uid, None)
             if held is not None:
@@ -162,6 +179,7 @@ class ClusterState:
     def replace_pods(self, pods: list[dict[str, Any]]) -> None:
         """Like replace_nodes; our own assumptions stay (their binds are in flight, and resolve them)."""
         with self.lock:
+            self._waiting.clear()
             for uid, held in list(self._pods.items()):
                 if held.confirmed:
                     self._release(held)

@@ -136,7 +136,7 @@ class Informer:
                 return
             if event == "DELETED":
                 uid = obj["metadata"].get("uid") or f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-                self.state.delete_pod(uid)
+                self.state.pod_deleted(uid)
             else:
                 self.state.set_pod(obj)
         except (ObjectError, KeyError) as err:

@@ -8,6 +8,7 @@ camelCase Kubernetes JSON. Anything malformed raises WireError, which the server
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _escape  # type: ignore[attr-defined]
 from typing import Any
@@ -51,8 +52,8 @@ def decode(body: bytes) -> dict[str, Any]:
     """The JSON object of a request body, with its top-level keys folded to lower case (Go's matching)."""
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise WireError(f"body is not JSON: {err}") from None
+    except (ValueError, RecursionError) as err:  # ValueError: bad UTF-8 or JSON, an integer over 4,300 digits
+        raise WireError(f"body is not JSON: {str(err)[:200]}") from None
     if not isinstance(data, dict):
         raise WireError(f"body must be a JSON object, not {type(data).__name__}")
     return {str(k).lower(): v for k, v in data.items()}
@@ -67,7 +68,9 @@ def _string(data: dict[str, Any], key: str, field: str, required: bool = True) -
     return value
 
 
-def extender_args(body: bytes) -> ExtenderArgs:
+def extender_args(body: bytes, max_nodes: int = 1 << 30) -> ExtenderArgs:
+    """The arguments of a filter or prioritize call; more than `max_nodes` nodes are refused before any
+    per-node work."""
     data = decode(body)
     raw_pod = data.get("pod")
     if not isinstance(raw_pod, dict):
@@ -87,17 +90,33 @@ def extender_args(body: bytes) -> ExtenderArgs:
         # Set-of-types and `in` run in C: this list has one entry per node, thousands of them.
         if not isinstance(names, list) or not set(map(type, names)) <= {str} or "" in names:
             raise WireError("NodeNames must be a list of non-empty strings")
+        _count(names, max_nodes, "NodeNames")
+        _unique(names, "NodeNames")
         return ExtenderArgs(pod, ref, None, names)
     if nodes is None:
         raise WireError("one of Nodes (a NodeList) or NodeNames must be given")
     if not isinstance(nodes, dict) or not isinstance(nodes.get("items", []), list):
         raise WireError("Nodes must be a NodeList object with an items list")
     items = nodes.get("items") or []
+    _count(items, max_nodes, "Nodes.items")
     for i, node in enumerate(items):
         meta = node.get("metadata") if isinstance(node, dict) else None
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise WireError(f"Nodes.items[{i}] must be a Node with metadata.name")
+    _unique([node["metadata"]["name"] for node in items], "Nodes.items")
     return ExtenderArgs(pod, ref, items, None)
+
+
+def _count(nodes: list[Any], limit: int, field: str) -> None:
+    if len(nodes) > limit:
+        raise WireError(f"{field} lists {len(nodes)} nodes, more than the limit of {limit}")
+
+
+def _unique(names: list[str], field: str) -> None:
+    """A node listed twice would be scored twice and come back twice: kube-scheduler never sends that."""
+    if len(set(names)) != len(names):
+        twice = next(name for name, count in Counter(names).items() if count > 1)
+        raise WireError(f"{field} lists node {twice[:100]!r} more than once")
 
 
 def binding_args(body: bytes) -> BindingArgs:

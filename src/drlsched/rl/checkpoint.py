@@ -5,13 +5,19 @@ Layout (a dict readable by `torch.load(..., weights_only=True)`: tensors, string
     net: NetConfig fields, meta: free-form JSON-able training facts (scenario, reward, steps, seed, ...),
     state: the network's state_dict, sha256: hex digest over all of the above.
 The digest is computed over a canonical serialisation (sorted JSON of the metadata, then each tensor's name,
-dtype, shape and raw bytes in name order), so any edit to weights or metadata is detected on load.
+dtype, shape and raw bytes in name order), so any edit to weights or metadata is detected on load. It is not
+keyed: it catches damage and accidental edits, not a forger, who can recompute it. What protects a loader from
+a hostile file is that nothing in it runs (`weights_only`), that the file size and the network's dimensions
+are bounded, and that every tensor's shape is checked against a network built on the `meta` device (no
+memory) before the real network is allocated.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import stat
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,11 @@ from drlsched.rl.network import NetConfig, SchedulerNet
 
 FORMAT = "drlsched-policy"
 FORMAT_VERSION = 1
+MAX_FILE_BYTES = 256 << 20  # a trained policy is well under 1 MiB; this only bounds what a load may cost
+MAX_WIDTH = 4096  # largest lstm / state / hidden size accepted (the defaults are 64, 32, 64)
+MAX_HISTORY = 1024
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def _digest(header: dict[str, Any], state: dict[str, torch.Tensor]) -> str:
@@ -53,8 +64,7 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     """The network (eval mode) and the checkpoint header; a damaged, tampered or incompatible file is a
     `UserError` with a one-line reason."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"policy file {p} does not exist")
+    _check_file(p)
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as err:  # any unpickling failure means the same thing to a user
@@ -72,14 +82,61 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserError(f"{p} has no weights")
     header = {k: data.get(k) for k in ("format", "format_version", "obs_spec_version", "algo", "net", "meta")}
+    cfg = _net_config(p, header["net"])
+    _check_shapes(p, cfg, state)
     if _digest(header, state) != data.get("sha256"):
         raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
     if algo is not None and header["algo"] != algo:
         raise UserError(f"{p} holds a {header['algo']} policy, not {algo}")
-    try:
-        net = SchedulerNet(NetConfig(**header["net"]))
-        net.load_state_dict(state)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise UserError(f"{p} does not match this drlsched's network ({str(err).splitlines()[0][:160]})") from None
+    net = SchedulerNet(cfg)
+    net.load_state_dict(state)
     net.eval()
     return net, header
+
+
+def _check_file(p: Path) -> None:
+    """A regular file of a plausible size; anything else named as it is."""
+    try:
+        status = p.stat()
+    except FileNotFoundError:
+        dangling = " (a symbolic link to a missing file)" if p.is_symlink() else ""
+        raise UserError(f"policy file {p} does not exist{dangling}") from None
+    except OSError as err:  # ELOOP (a symbolic link loop), EACCES, ENOTDIR, ...
+        raise UserError(f"policy file {p} cannot be opened: {err.strerror or err}") from None
+    for test, kind in _KINDS:
+        if test(status.st_mode):
+            raise UserError(f"policy file {p} is {kind}, not a file")
+    if status.st_size > MAX_FILE_BYTES:
+        raise UserError(f"policy file {p} has {status.st_size:,} bytes, more than a drlsched policy can have "
+                        f"({MAX_FILE_BYTES:,})")
+
+
+def _net_config(p: Path, net: object) -> NetConfig:
+    """The header's network dimensions (missing ones take their defaults), each checked against its bound."""
+    names = {f.name for f in fields(NetConfig)}
+    if not isinstance(net, dict) or not set(net) <= names:
+        raise UserError(f"{p} does not describe a network this drlsched builds (net: expected the keys "
+                        f"{', '.join(sorted(names))})")
+    cfg = NetConfig(**net)
+    if cfg.encoder not in ("lstm", "framestack"):
+        raise UserError(f"{p} names an unknown encoder {str(cfg.encoder)[:40]!r} (lstm or framestack)")
+    for key, limit in (("history", MAX_HISTORY), ("lstm", MAX_WIDTH), ("state", MAX_WIDTH), ("hidden", MAX_WIDTH)):
+        value = getattr(cfg, key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:
+            raise UserError(f"{p}: net.{key} must be an integer from 1 to {limit}, not {str(value)[:40]}")
+    return cfg
+
+
+def _check_shapes(p: Path, cfg: NetConfig, state: dict[str, torch.Tensor]) -> None:
+    """Every tensor has the name, shape and dtype of the network `cfg` describes (built without memory)."""
+    with torch.device("meta"):
+        expected = SchedulerNet(cfg).state_dict()
+    if set(state) != set(expected):
+        extra, missing = sorted(set(state) - set(expected)), sorted(set(expected) - set(state))
+        raise UserError(f"{p} does not match this drlsched's network (unexpected tensors: {extra[:3]}, missing: "
+                        f"{missing[:3]})")
+    for name, tensor in expected.items():
+        found = state[name]
+        if found.shape != tensor.shape or found.dtype != tensor.dtype:
+            raise UserError(f"{p} does not match this drlsched's network ({name} is {found.dtype} "
+                            f"{tuple(found.shape)}, expected {tensor.dtype} {tuple(tensor.shape)})")

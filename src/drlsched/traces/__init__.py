@@ -173,7 +173,7 @@ def _stored(sel: TraceSelection, path: Path, fmt: str) -> tuple[dict[str, Any], 
                           sample_rate=sel.sample_rate if early else 1.0, seed=seed)
             if early:
                 ctx.info["sampled_while_reading"] = sel.sample_rate
-            meta = store.write(reader.read(ctx), directory, ctx.nodes, ctx.info, sources)
+            meta = store.write(reader.read(ctx), directory, ctx.nodes, bad, sources)
     except BaseException:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)

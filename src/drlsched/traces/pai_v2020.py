@@ -32,6 +32,7 @@ from drlsched.traces import extsort
 from drlsched.traces.context import Context
 from drlsched.traces.csvio import (
     Column,
+    decoding,
     integer,
     open_text,
     optional_number,
@@ -94,7 +95,7 @@ def _check_header(path: Path, columns: tuple[Column, ...]) -> None:
     header = path.with_name(path.name.split(".csv")[0] + ".header")
     if not header.is_file():
         return
-    with open_text(header) as handle:
+    with open_text(header) as handle, decoding(header, lambda: 0):
         names = [name.strip() for name in handle.readline().split(",")]
     expected = [column.name for column in columns]
     if names != expected:

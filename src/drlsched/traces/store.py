@@ -22,11 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from drlsched.errors import UserError
-from drlsched.traces import extsort
+from drlsched.traces import extsort, unique
+from drlsched.traces.csvio import BadRows
 from drlsched.traces.podtable import SCHEMA
 from drlsched.workload import NodeSpec
 
-STORE_VERSION = 2  # bump when readers change what they produce, so old cache entries are rebuilt
+STORE_VERSION = 3  # bump when readers change what they produce, so old cache entries are rebuilt
 PODS_FILE = "pods.parquet"
 META_FILE = "meta.json"
 _ORDER = [("arrival_s", "ascending"), ("seq", "ascending")]
@@ -59,16 +60,21 @@ def load_meta(directory: Path, source_stamp: list[list[object]]) -> dict[str, An
     return dict(meta)
 
 
-def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], info: dict[str, object],
+def write(chunks: Iterable[pa.Table], directory: Path, nodes: list[NodeSpec], bad: BadRows,
           source_stamp: list[list[object]]) -> dict[str, Any]:
     """Sorts `chunks` into `directory` (replaced atomically) and returns the meta written beside them.
 
-    `nodes` and `info` are read only after the chunks are exhausted: readers fill them while streaming.
+    `nodes` and `bad.info` are read only after the chunks are exhausted: readers fill them while streaming.
+    Duplicate pod and node names are bad rows (`unique`).
     """
     directory.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory.parent))
     try:
         pods = extsort.sort(chunks, work / PODS_FILE, _ORDER, SCHEMA)
+        where = ", ".join(sorted(Path(str(row[0])).name for row in source_stamp)) or str(directory)
+        nodes = unique.nodes(nodes, bad, where)
+        unique.pods(pods, bad, where)
+        info = bad.info
         metadata = pq.ParquetFile(pods).metadata
         first = last = 0.0
         if metadata.num_rows:
