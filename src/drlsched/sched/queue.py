@@ -130,6 +130,7 @@ class SchedulingQueue(Generic[T]):
         self._parked: _Parked[T] = _Parked(hint_width)
         self._cand = np.zeros(0, dtype=np.int64)  # parked rows a hint accepted at the last wake, in park order
         self._hint: Hint | None = None
+        self._oldest = np.inf  # no parked pod was parked before this (a lower bound, made exact by `flush`)
         self._events = 0  # wake events so far
         self._count = 0  # entries in activeQ, backoffQ or parked
         self.failed_attempts = 0
@@ -194,6 +195,7 @@ class SchedulingQueue(Generic[T]):
         entry.where = _PARKED
         self._compact()
         self._parked.add(entry, t, hint)
+        self._oldest = min(self._oldest, t)
         return True
 
     def requeue_error(self, entry: Entry[T], t: float) -> bool:
@@ -242,20 +244,23 @@ class SchedulingQueue(Generic[T]):
 
     def flush(self, t: float) -> int:
         """Pods parked for `max_unschedulable_s` or longer go back to the queue (flushUnschedulablePodsLeftover)."""
+        if self._oldest > t - self.max_unschedulable_s:
+            return 0
         p = self._parked
         n = len(p)
-        if not p.live:
-            return 0
         due = p.alive[:n] & (p.num[:n, 0] <= t - self.max_unschedulable_s)
-        return self._unpark(np.flatnonzero(due), t) if due.any() else 0
+        woken = self._unpark(np.flatnonzero(due), t) if due.any() else 0
+        n = len(p)
+        alive = p.alive[:n]
+        self._oldest = float(p.num[:n, 0][alive].min()) if alive.any() else np.inf
+        return woken
 
     def next_change(self) -> float:
-        """The earliest time at which `pop` or `flush` may have more to give without an event (inf: none)."""
+        """The earliest time at which `pop` or `flush` may have more to give without an event (inf: none; it may
+        be early, never late)."""
         out = self._held[0][0] if self._held else np.inf
-        p = self._parked
-        if p.live:
-            n = len(p)
-            out = min(out, float(p.num[:n, 0][p.alive[:n]].min()) + self.max_unschedulable_s)
+        if self._parked.live:
+            out = min(out, self._oldest + self.max_unschedulable_s)
         return float(out)
 
     def clear(self) -> None:
@@ -268,6 +273,7 @@ class SchedulingQueue(Generic[T]):
         self._active, self._backoff, self._held = [], [], []
         self._parked = _Parked(self._parked.rows.shape[1])
         self._cand = np.zeros(0, dtype=np.int64)
+        self._oldest = np.inf
         self._count = 0
 
     # --- internals ---------------------------------------------------------------------------------------
