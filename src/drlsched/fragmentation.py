@@ -77,6 +77,11 @@ class ShapeCounter:
             self.current = self._build()
             self.since = 0
 
+    def settle(self) -> None:
+        """Rebuilds the typical shapes from every count so far (a target workload known up front)."""
+        self.current = self._build() if self.counts else None
+        self.since = 0
+
     def _build(self) -> TypicalPods:
         top = self.counts.most_common(MAX_TYPICAL_SHAPES)
         arr = np.array([k for k, _ in top], dtype=np.int64)
