@@ -122,10 +122,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         workload_name = f"{args.trace_format}:{Path(args.trace).name}"
         env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
                             workload_fn=windows)
+        trained_nodes = windows.nodes  # the trace's cluster, after --nodes scaling (env_cfg.nodes is None)
     else:
         workload_name = args.scenario or "batch"
         env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
                             load=args.load, reward=weights)
+        trained_nodes = env_cfg.nodes
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0
     net_cfg = NetConfig(encoder=args.encoder)
@@ -140,7 +142,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     # torch seeds its generator at random on start: without this the initial weights differ from run to run.
     torch.manual_seed(args.seed)
     net = net or SchedulerNet(net_cfg)
-    meta: dict[str, Any] = {"scenario": workload_name, "nodes": env_cfg.nodes, "duration_s": args.duration,
+    meta: dict[str, Any] = {"scenario": workload_name, "nodes": trained_nodes, "duration_s": args.duration,
                             "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
                             "seed": args.seed, "envs": args.envs, "backend": args.backend}
     if backend is not None:

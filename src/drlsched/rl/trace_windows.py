@@ -25,6 +25,7 @@ class TraceWindows:
     start_s: float  # the training span, seconds after the trace's first arrival
     span_s: float
     window_s: float
+    nodes: int = 0  # the cluster's size (the trace's nodes after --nodes scaling), for the run's record
 
     def __call__(self, seed: int) -> Workload:
         rng = np.random.default_rng(seed)
@@ -38,10 +39,11 @@ def trace_windows(args: argparse.Namespace, window_s: float, span_s: float | Non
     """Checks the trace once (a clear error for a bad path or an empty span) and sizes the training span."""
     whole = argparse.Namespace(**vars(args))
     whole.duration, whole.seed = span_s, 0
-    info = load_trace(whole).info
+    workload = load_trace(whole)
+    info = workload.info
     first, last = float(info["trace_first_arrival_s"]), float(info["trace_last_arrival_s"])
     span = span_s if span_s is not None else max(0.0, last - first - args.start)
     if span < window_s:
         raise UserError(f"the training span ({span:g} s from --start {args.start:g}) is shorter than one window "
                         f"(--duration {window_s:g} s); lower --duration or widen --span")
-    return TraceWindows(args, float(args.start), span, window_s)
+    return TraceWindows(args, float(args.start), span, window_s, nodes=len(workload.nodes))
