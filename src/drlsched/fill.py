@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -24,7 +24,7 @@ from drlsched.errors import UserError
 from drlsched.evaluate import mean_ci
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.policies import make_policy
-from drlsched.policies.base import Decision, Option, PodContext, Policy
+from drlsched.policies.base import Decision, Option, PodContext
 from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
 
 BASELINE = "k8s-default"
@@ -103,53 +103,76 @@ def _context(pod: PodSpec, cluster: Cluster, shapes: ShapeCounter) -> PodContext
     return PodContext(pod, options, cluster, 0.0, typical=shapes.current)
 
 
-def _decide(policy: Policy, ctx: PodContext) -> Decision | None:
-    if not any(o.feasible.any() for o in ctx.options):
-        return None  # fits nowhere: no policy could place it, so none is asked
-    return policy.select(ctx)
+class Fill:
+    """One fill of a cluster by a population, decisions taken by the caller: `decisions()` yields each pod that
+    fits somewhere and takes a `Decision` or None (the pod fails); pods that fit nowhere fail without a question.
+    The submission order comes from the seed's first `SeedSequence` child; `policy_rng` (the second) is for the
+    policy's tie-breaks."""
+
+    def __init__(self, nodes: list[NodeSpec], pods: list[PodSpec], seed: int, max_demand: float) -> None:
+        self.cluster = Cluster(nodes)
+        self.pods, self.max_demand = pods, max_demand
+        order_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
+        self.order_rng = np.random.default_rng(order_seed)
+        self.policy_rng = np.random.default_rng(policy_seed)
+        self.shapes = ShapeCounter()
+        for pod in pods:  # FGD's target workload: the population's GPU shapes, known up front
+            r = self.cluster.request(pod)
+            self.shapes.add(r.cpu, r.gpus, r.gpu_milli, r.model_mask)
+        self.shapes.settle()
+        self.tracker = FragmentationTracker(self.cluster, self.shapes)
+        self.submitted = self.allocated = self.failed = self.failed_milli = 0
+        self.series: dict[str, list[float]] = {key: [] for key in SERIES}
+
+    def decisions(self) -> Generator[PodContext, Decision | None, dict[str, np.ndarray]]:
+        c = self.cluster
+        for pod in submission_order(self.pods, c.total_gpu_milli, self.max_demand, self.order_rng):
+            milli = gpu_milli(pod)
+            self.submitted += milli
+            ctx = _context(pod, c, self.shapes)
+            decision = (yield ctx) if any(o.feasible.any() for o in ctx.options) else None
+            if decision is None:
+                self.failed += 1
+                self.failed_milli += milli
+            else:
+                option = next((o for o in ctx.options if o.gpus == decision.gpus), None)
+                if option is None or not (0 <= decision.node < c.size) or not option.feasible[decision.node]:
+                    raise RuntimeError(f"infeasible node {decision.node} chosen for {pod.uid}")
+                r = option.request
+                ids = decision.gpu_ids if decision.gpu_ids is not None else c.pick_gpus(decision.node, r)
+                c.allocate(decision.node, r, ids)
+                self.tracker.touch(decision.node)
+                self.allocated += r.gpu_milli * len(ids)
+            for key, value in zip(SERIES, (self.submitted / c.total_gpu_milli, self.allocated,
+                                           self.tracker.fragmented_milli(), self.failed), strict=True):
+                self.series[key].append(value)
+        return self.curve()
+
+    def curve(self) -> dict[str, np.ndarray]:
+        s = self.series
+        return {"demand": np.array(s["demand"]), "allocated_milli": np.array(s["allocated_milli"], dtype=np.int64),
+                "fragmented_milli": np.array(s["fragmented_milli"]),
+                "pods_failed": np.array(s["pods_failed"], dtype=np.int64),
+                "total_milli": np.array(self.cluster.total_gpu_milli),
+                "placed": np.array(len(s["demand"]) - self.failed)}
 
 
 def fill_once(run: FillRun) -> dict[str, np.ndarray]:
-    """Fills the cluster once: per submitted pod, the series named in SERIES; and the cluster's milli-GPU
-    (`total_milli`), the pods placed and the wall time of the placements (`placed`, `wall_s`)."""
-    cluster = Cluster(run.nodes)
-    order_seed, policy_seed = np.random.SeedSequence(run.seed).spawn(2)
+    """Fills the cluster once under a policy: per submitted pod, the series named in SERIES; and the cluster's
+    milli-GPU (`total_milli`), the pods placed and the wall time of the placements (`placed`, `wall_s`)."""
+    fill = Fill(run.nodes, run.pods, run.seed, run.max_demand)
     policy = make_policy(run.policy)
-    policy.reset(cluster, np.random.default_rng(policy_seed))
-    shapes = ShapeCounter()
-    for pod in run.pods:  # FGD's target workload: the population's GPU shapes, known up front
-        r = cluster.request(pod)
-        shapes.add(r.cpu, r.gpus, r.gpu_milli, r.model_mask)
-    shapes.settle()
-    tracker = FragmentationTracker(cluster, shapes)
+    policy.reset(fill.cluster, fill.policy_rng)
     wall0 = time.perf_counter()
-    demand, allocated, fragmented, failed = [], [], [], []
-    submitted = alloc = fails = 0
-    for pod in submission_order(run.pods, cluster.total_gpu_milli, run.max_demand,
-                                np.random.default_rng(order_seed)):
-        submitted += gpu_milli(pod)
-        ctx = _context(pod, cluster, shapes)
-        decision = _decide(policy, ctx)
-        if decision is None:
-            fails += 1
-        else:
-            option = next((o for o in ctx.options if o.gpus == decision.gpus), None)
-            if option is None or not (0 <= decision.node < cluster.size) or not option.feasible[decision.node]:
-                raise RuntimeError(f"policy {policy.name} chose infeasible node {decision.node} for {pod.uid}")
-            r = option.request
-            ids = decision.gpu_ids if decision.gpu_ids is not None else cluster.pick_gpus(decision.node, r)
-            cluster.allocate(decision.node, r, ids)
-            tracker.touch(decision.node)
-            alloc += r.gpu_milli * len(ids)
-        demand.append(submitted / cluster.total_gpu_milli)
-        allocated.append(alloc)
-        fragmented.append(tracker.fragmented_milli())
-        failed.append(fails)
-    wall = time.perf_counter() - wall0
-    return {"demand": np.array(demand), "allocated_milli": np.array(allocated, dtype=np.int64),
-            "fragmented_milli": np.array(fragmented), "pods_failed": np.array(failed, dtype=np.int64),
-            "total_milli": np.array(cluster.total_gpu_milli), "wall_s": np.array(wall),
-            "placed": np.array(len(demand) - fails)}
+    gen = fill.decisions()
+    try:
+        ctx = next(gen)
+        while True:
+            ctx = gen.send(policy.select(ctx))
+    except StopIteration as stop:
+        curve: dict[str, np.ndarray] = stop.value
+    curve["wall_s"] = np.array(time.perf_counter() - wall0)
+    return curve
 
 
 def demand_levels(max_demand: float) -> list[float]:
