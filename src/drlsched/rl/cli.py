@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--span", type=positive_float, metavar="SECONDS",
                    help="with --trace: windows are drawn from [--start, --start + SECONDS) of the trace (default: "
                         "to its end), so the rest stays held out")
+    p.add_argument("--fill", action="store_true",
+                   help="train on the fill experiment (docs/fill.md): episodes fill the cluster with the scenario's "
+                        "or trace's pods in a random order; reward: minus the GPUs of pods that do not fit")
+    p.add_argument("--max-demand", type=positive_float, default=1.3, metavar="D",
+                   help="with --fill: an episode ends when the GPUs requested reach D x the cluster's (default 1.3)")
     p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="algorithm (default ppo)")
     rew = p.add_mutually_exclusive_group()
     rew.add_argument("--reward-preset", choices=("ecommerce", "batch", "traffic"),
@@ -67,6 +72,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_backend_arguments(p, workers_help=f"PPO on Ray: rollout workers (actors), each owning a slice of the envs "
                                           f"(default {DEFAULT_RAY_WORKERS}); see docs/ray.md")
     p.set_defaults(func=cmd_train)
+
+
+def _fill_config(args: argparse.Namespace, weights: Any) -> tuple[Any, str, int]:
+    """The fill env's config (population: the whole trace, or the scenario's pods for --seed), its name and the
+    node count it trains on."""
+    from drlsched.cli_sim import workload_factory
+    from drlsched.fill import check_inputs
+    from drlsched.rl.fill_env import FillEnvConfig
+
+    if args.span is not None:
+        raise UserError("--span applies to trace windows, not to --fill (a fill uses the whole pod list)")
+    ns = argparse.Namespace(**vars(args))
+    ns.duration = None if args.trace else args.duration
+    factory = workload_factory(ns)
+    population = factory(args.seed)
+    check_inputs(population.nodes, list(population.iter_pods()), args.max_demand)
+    name = f"fill:{args.trace_format}:{Path(args.trace).name}" if args.trace else f"fill:{args.scenario or 'batch'}"
+    cfg = FillEnvConfig(scenario=args.scenario or "batch", nodes=args.nodes, duration_s=ns.duration, load=args.load,
+                        reward=weights, workload_fn=factory, max_demand=args.max_demand, population_seed=args.seed)
+    return cfg, name, len(population.nodes)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -113,7 +138,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     stack = contextlib.ExitStack()
-    if args.trace:
+    if args.fill:
+        env_cfg, workload_name, trained_nodes = _fill_config(args, weights)
+    elif args.trace:
         from drlsched.rl.trace_windows import trace_windows
 
         if args.cache is None:  # every episode loads a window: parse the trace once, into a store for this run
@@ -200,8 +227,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             same += f" --arrival-speedup {args.arrival_speedup:g}"
         where = f"--trace {args.trace} --trace-format {args.trace_format}{same}{held_out}"
     else:
-        where = f"--scenario {workload_name}"
-    print(f"use it with: drlsched evaluate {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
+        where = f"--scenario {args.scenario or workload_name}"
+    command = "fill" if args.fill else "evaluate"
+    print(f"use it with: drlsched {command} {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
     return 0
 
 

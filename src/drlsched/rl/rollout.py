@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from drlsched.rl.env import EnvConfig, SchedulingEnv
+from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ EPISODE_METRICS = ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_tr
 
 
 def make_envs(env_cfg: EnvConfig, n: int) -> SyncVectorEnv:
-    return SyncVectorEnv([lambda: SchedulingEnv(replace(env_cfg)) for _ in range(n)],
+    return SyncVectorEnv([lambda: replace(env_cfg).make_env() for _ in range(n)],
                          autoreset_mode=AutoresetMode.SAME_STEP)
 
 
