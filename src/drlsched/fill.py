@@ -93,9 +93,14 @@ def submission_order(pods: list[PodSpec], total_milli: int, max_demand: float,
 
 
 def _context(pod: PodSpec, cluster: Cluster, shapes: ShapeCounter) -> PodContext:
-    """The pod's GPU options in contract order (its default count first), each with where it fits now."""
-    counts = (pod.gpus, *(g for g in pod.gpu_options if g != pod.gpus)) if pod.gpus in pod.gpu_options or \
-        not pod.gpu_options else pod.gpu_options
+    """The pod's GPU options in contract order (its default count first, as the simulator's queue offers them),
+    each with where it fits now. The one place the fill builds a context: it follows the shared scheduling cycle."""
+    if not pod.gpu_options:
+        counts: tuple[int, ...] = (pod.gpus,)
+    elif pod.gpus in pod.gpu_options:
+        counts = (pod.gpus, *(g for g in pod.gpu_options if g != pod.gpus))
+    else:
+        counts = pod.gpu_options
     options = []
     for g in counts:
         r = cluster.request(pod, g)

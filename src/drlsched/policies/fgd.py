@@ -16,7 +16,7 @@ from drlsched.fragmentation import TypicalPods, node_fragmentation
 from drlsched.policies.base import Decision, PodContext, Policy
 from drlsched.workload import GPU_MILLI
 
-MAX_CACHED_REQUESTS = 4096
+MAX_CACHED_REQUESTS = 256  # bounds the memory: 256 x nodes x 24 bytes (30 MB at 5,000 nodes)
 
 
 def fgd_delta(free: np.ndarray, cpu_left: np.ndarray, model_bit: np.ndarray, cpu: int, gpus: int, milli: int,
