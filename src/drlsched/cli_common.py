@@ -12,6 +12,7 @@ from typing import Any
 
 from drlsched.cli_args import positive_float, positive_int
 from drlsched.errors import UserError
+from drlsched.policies import make_policy
 from drlsched.scenarios import SCENARIOS
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
@@ -84,3 +85,15 @@ def progress_bar(enabled: bool, label: str) -> tuple[Any, Callable[[float, float
             bar.update(pct - bar.n)
 
     return bar, update
+
+
+def parse_policies(text: str) -> list[str]:
+    """A --policies list: distinct known names (or loadable checkpoints), checked before any run."""
+    names = [p.strip() for p in text.split(",")]
+    if not all(names):
+        raise UserError(f"--policies has an empty name: {text!r} (expected e.g. k8s-default,fgd)")
+    if len(set(names)) != len(names):
+        raise UserError(f"--policies lists a policy twice: {text}")
+    for name in names:
+        make_policy(name)  # unknown names fail here, before any run
+    return names

@@ -9,7 +9,15 @@ import time
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_int
-from drlsched.cli_common import add_workload_arguments, fmt, progress_bar, sim_config, workload_source, write_json
+from drlsched.cli_common import (
+    add_workload_arguments,
+    fmt,
+    parse_policies,
+    progress_bar,
+    sim_config,
+    workload_source,
+    write_json,
+)
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
@@ -50,22 +58,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_policies(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",")]
-    if not all(names):
-        raise UserError(f"--policies has an empty name: {text!r} (expected e.g. k8s-default,fgd)")
-    if len(set(names)) != len(names):
-        raise UserError(f"--policies lists a policy twice: {text}")
-    for name in names:
-        make_policy(name)  # unknown names fail here, before any run
-    return names
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     factory = workload_source(args)
     check_backend_arguments(args)
     backend = load_ray_backend() if args.backend == "ray" else None  # a missing Ray fails before any work
-    policies = _parse_policies(args.policies)
+    policies = parse_policies(args.policies)
     if args.seeds > MAX_SEEDS:
         raise UserError(f"--seeds must be at most {MAX_SEEDS}, got {args.seeds}")
     seeds = [args.seed + i for i in range(args.seeds)]

@@ -16,6 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from drlsched.cluster import Cluster
+    from drlsched.metrics import Accumulator
 
 MAX_TYPICAL_SHAPES = 64
 
@@ -76,6 +77,11 @@ class ShapeCounter:
             self.current = self._build()
             self.since = 0
 
+    def settle(self) -> None:
+        """Rebuilds the typical shapes from every count so far (a target workload known up front)."""
+        self.current = self._build() if self.counts else None
+        self.since = 0
+
     def _build(self) -> TypicalPods:
         top = self.counts.most_common(MAX_TYPICAL_SHAPES)
         arr = np.array([k for k, _ in top], dtype=np.int64)
@@ -85,8 +91,9 @@ class ShapeCounter:
 
 
 class FragmentationTracker:
-    """The cluster's fragmentation ratio kept current node by node, for an exact time integral: a bind or a release
-    changes one node's term (`touch` it), and a new typical-shape set recomputes them all."""
+    """The cluster's fragmentation (milli-GPU, and its share of idle GPU capacity) kept current node by node, for an
+    exact time integral: a bind or a release changes one node's term (`touch` it), and a new typical-shape set
+    recomputes them all."""
 
     def __init__(self, cluster: Cluster, shapes: ShapeCounter) -> None:
         self.cluster, self.shapes = cluster, shapes
@@ -94,14 +101,35 @@ class FragmentationTracker:
         self.typical: TypicalPods | None = None
         self.dirty: set[int] = set()
         self.last = 0.0
+        self.last_milli = 0.0
 
     def touch(self, node: int) -> None:
         self.dirty.add(node)
 
     def ratio(self) -> float:
+        """Share of the idle GPU capacity that is fragmented (0..1; 0 before any GPU pod)."""
+        self._update()
+        return self.last
+
+    def fragmented_milli(self) -> float:
+        """Fragmented milli-GPU of the cluster (0 before any GPU pod)."""
+        self._update()
+        return self.last_milli
+
+    def integrate(self, acc: Accumulator, dt: float) -> None:
+        """Adds dt of the current state to the run's fragmentation integrals (from the first GPU pod on)."""
+        if self.shapes.current is None:
+            return
+        self._update()
+        acc.frag_s += self.last * dt
+        acc.frag_milli_s += self.last_milli * dt
+        acc.frag_time += dt
+
+    def _update(self) -> None:
         c, typical = self.cluster, self.shapes.current
         if typical is None:
-            return 0.0
+            self.last = self.last_milli = 0.0
+            return
         if typical is not self.typical:
             self.typical = typical
             self.per_node[:] = node_fragmentation(c.gpu_free, c.cap_cpu - c.req_cpu, c.node_model_bit, typical)
@@ -110,8 +138,8 @@ class FragmentationTracker:
             self.per_node[rows] = node_fragmentation(c.gpu_free[rows], c.cap_cpu[rows] - c.req_cpu[rows],
                                                      c.node_model_bit[rows], typical)
         else:
-            return self.last
+            return
         self.dirty.clear()
         idle = float(c.gpu_free.sum())
-        self.last = float(self.per_node.sum()) / idle if idle > 0 else 0.0
-        return self.last
+        self.last_milli = float(self.per_node.sum())
+        self.last = self.last_milli / idle if idle > 0 else 0.0

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from drlsched.workload import GPU_MILLI
+
 # Keys every run reports, in this order (the contract of `simulate --json` and `evaluate`'s results.json).
 METRIC_KEYS = ("jct_p50_s", "jct_p99_s", "pending_p99_s", "cpu_util", "mem_util", "gpu_util", "cpu_alloc",
                "gpu_alloc", "sla_violation_rate", "migrations", "cross_node_traffic_gb", "gpu_fragmentation",
-               "pods_scheduled", "pods_unschedulable", "makespan_s")
+               "gpu_fragmented", "gpu_unallocated", "pods_scheduled", "pods_unschedulable", "makespan_s")
 RUN_KEYS = ("policy", "scenario", "seed", "nodes", "pods", "wall_s", "placements_per_s")
 SERIES_KEYS = ("t", "cpu_util", "mem_util", "gpu_util", "cpu_alloc", "gpu_alloc", "pending", "running",
                "gpu_fragmentation")
@@ -40,8 +42,9 @@ class Accumulator:
     gpu_use_s: float = 0.0
     cpu_alloc_s: float = 0.0
     gpu_alloc_s: float = 0.0
-    frag_s: float = 0.0
-    frag_time: float = 0.0
+    frag_s: float = 0.0  # fragmented share of idle GPU capacity
+    frag_milli_s: float = 0.0  # fragmented milli-GPU
+    frag_time: float = 0.0  # the time both integrals cover: from the first GPU pod's arrival
     series: list[tuple[float, ...]] = field(default_factory=list)
     unschedulable_examples: list[str] = field(default_factory=list)
 
@@ -68,6 +71,8 @@ def summarize(acc: Accumulator, *, total_cpu: int, total_mem: int, total_gpu_mil
         "migrations": acc.migrations,
         "cross_node_traffic_gb": acc.cross_node_mb / 1000.0,
         "gpu_fragmentation": acc.frag_s / acc.frag_time if acc.frag_time > 0 else 0.0,
+        "gpu_fragmented": acc.frag_milli_s / acc.frag_time / GPU_MILLI if acc.frag_time > 0 else 0.0,
+        "gpu_unallocated": (total_gpu_milli - acc.gpu_alloc_s / busy) / GPU_MILLI if total_gpu_milli else 0.0,
         "pods_scheduled": acc.pods_scheduled,
         "pods_unschedulable": acc.pods_unschedulable,
         "makespan_s": max(0.0, acc.last_finish - (acc.first_arrival or 0.0)),

@@ -376,9 +376,8 @@ def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int]
             acc.cpu_use_s += use_cpu * dt
             acc.mem_use_s += use_mem * dt
             acc.gpu_use_s += use_gpu * dt
-            if frag is not None and shapes.current is not None:
-                acc.frag_s += frag.ratio() * dt
-                acc.frag_time += dt
+            if frag is not None:
+                frag.integrate(acc, dt)
         prev = t
         spec = r.spec
         req = cluster.request(spec)

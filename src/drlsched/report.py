@@ -72,8 +72,8 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
         "Other metrics (means): ",
         "",
         "| Policy | P50 JCT (s) | pending p99 (s) | mem util (%) | GPU util (%) | CPU alloc (%) | GPU alloc (%) "
-        "| scheduled | unschedulable | makespan (s) | placements/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| unalloc. GPUs | frag. GPUs | scheduled | unschedulable | makespan (s) | placements/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in policies:
         e = summary[p]
@@ -81,6 +81,7 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
             f"| {p} | {e['jct_p50_s']['mean']:.1f} | {e['pending_p99_s']['mean']:.2f} | "
             f"{100 * e['mem_util']['mean']:.1f} | {100 * e['gpu_util']['mean']:.1f} | "
             f"{100 * e['cpu_alloc']['mean']:.1f} | {100 * e['gpu_alloc']['mean']:.1f} | "
+            f"{e['gpu_unallocated']['mean']:.1f} | {e['gpu_fragmented']['mean']:.1f} | "
             f"{e['pods_scheduled']['mean']:.0f} | {e['pods_unschedulable']['mean']:.0f} | "
             f"{e['makespan_s']['mean']:.0f} | {e['placements_per_s']['mean']:.0f} |")
     if ratios:

@@ -282,9 +282,8 @@ class Simulator:
             a.gpu_use_s += self._gpu_now * dt
             a.cpu_alloc_s += self._req_cpu_now * dt
             a.gpu_alloc_s += self._gpu_alloc_now * dt
-            if self.frag is not None and self.shapes.current is not None:
-                a.frag_s += self.frag.ratio() * dt
-                a.frag_time += dt
+            if self.frag is not None:
+                self.frag.integrate(a, dt)
         self.now = t
 
     def _touch(self, node: int, t: float) -> None:

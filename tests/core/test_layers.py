@@ -39,7 +39,8 @@ def test_the_product_does_not_import_the_testbed() -> None:
 
 
 def test_cli_modules_import_a_shared_module_not_each_other() -> None:
-    cli = {"drlsched.cli_sim", "drlsched.cli_replay", "drlsched.rl.cli", "drlsched.traces.cli", "drlsched.k8s.cli"}
+    cli = {"drlsched.cli_sim", "drlsched.cli_replay", "drlsched.cli_fill", "drlsched.rl.cli", "drlsched.traces.cli",
+           "drlsched.k8s.cli"}
     for module in cli:
         assert not IMPORTS[module] & (cli - {module}), module
 

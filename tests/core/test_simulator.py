@@ -211,3 +211,19 @@ def test_service_traffic_counts_every_second_a_pod_runs_not_just_whole_ticks():
     pods = [fixed(f"w{i}", 0.0, job="j", work=10.0, traffic_mbps=800.0) for i in range(2)]
     _, m = run(nodes, pods, tick_s=15.0)
     assert m["cross_node_traffic_gb"] == pytest.approx(2 * 800.0 * 10.0 / 8.0 / 1000.0)
+
+
+def test_absolute_gpu_metrics_are_time_averages_in_gpus():
+    # One 2-GPU node; a 700m share runs 0..100 s: 1.3 GPUs unallocated, and GPU0's 300m left cannot hold the
+    # only typical shape (700m), so 0.3 GPUs are fragmented: 23% of the idle 1.3 GPUs.
+    pod = PodSpec("p", "p", 0.0, 1000, 1024, gpus=1, gpu_milli=700, work_s=100.0, startup_s=0.0, usage_cv=0.0)
+    _, m = run([NodeSpec("a", 8000, 16384, 2, "T4")], [pod], tick_s=50.0)
+    assert m["makespan_s"] == pytest.approx(100.0)
+    assert m["gpu_unallocated"] == pytest.approx(1.3)
+    assert m["gpu_fragmented"] == pytest.approx(0.3)
+    assert m["gpu_fragmentation"] == pytest.approx(0.3 / 1.3)
+
+
+def test_gpu_metrics_are_zero_without_gpus():
+    _, m = run([NodeSpec("a", 4000, 8192)], [fixed("p", 0.0)])
+    assert m["gpu_unallocated"] == 0.0 and m["gpu_fragmented"] == 0.0

@@ -60,7 +60,7 @@ def test_train_on_trace_windows_then_evaluate_the_held_out_rest(tmp_path: Path) 
     assert main(["train", *trace, "--duration", "300", "--span", "400", "--steps", "128", "--envs", "2",
                  "--out", str(out), "--quiet"]) == 0
     meta = json.loads((out / "train.json").read_text())["meta"]
-    assert meta["scenario"] == "alibaba-v2018:alibaba-v2018" and meta["nodes"] is None
+    assert meta["scenario"] == "alibaba-v2018:alibaba-v2018" and meta["nodes"] == 3  # the trace's machines
     ev = tmp_path / "ev"
     assert main(["evaluate", *trace, "--start", "400", "--seeds", "1", "--policies",
                  f"k8s-default,ppo:{out}", "--out", str(ev), "--quiet", "--jobs", "1"]) == 0
@@ -76,6 +76,17 @@ def test_train_windows_come_from_the_training_span_only() -> None:
         start = float(wl.info["window_start_s"])  # type: ignore[arg-type]
         assert 100.0 <= start <= 300.0
         assert all(0.0 <= p.arrival_s < 50.0 for p in wl.pods)  # arrivals count from the window start
+
+
+def test_train_json_records_the_node_count_trained_on(tmp_path: Path) -> None:
+    out = tmp_path / "scaled"
+    assert main(["train", "--trace", str(TRACE), "--trace-format", "alibaba-v2018", "--nodes", "7", "--duration",
+                 "300", "--span", "400", "--steps", "64", "--envs", "1", "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "train.json").read_text())["meta"]["nodes"] == 7
+    scenario = tmp_path / "scenario"
+    assert main(["train", "--scenario", "batch", "--nodes", "5", "--duration", "20", "--steps", "64", "--envs", "1",
+                 "--out", str(scenario), "--quiet"]) == 0
+    assert json.loads((scenario / "train.json").read_text())["meta"]["nodes"] == 5
 
 
 @pytest.mark.parametrize("extra, message", [

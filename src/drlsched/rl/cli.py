@@ -11,11 +11,12 @@ import resource
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
-from drlsched.cli_common import trace_selection
+from drlsched.cli_common import trace_selection, workload_source
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.policies import BASELINES
@@ -36,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--span", type=positive_float, metavar="SECONDS",
                    help="with --trace: windows are drawn from [--start, --start + SECONDS) of the trace (default: "
                         "to its end), so the rest stays held out")
+    p.add_argument("--fill", action="store_true",
+                   help="train on the fill experiment (docs/fill.md): episodes fill the cluster with the scenario's "
+                        "or trace's pods in a random order; reward: minus the GPUs of pods that do not fit")
+    p.add_argument("--max-demand", type=positive_float, default=1.3, metavar="D",
+                   help="with --fill: an episode ends when the GPUs requested reach D x the cluster's (default 1.3)")
     p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo", help="algorithm (default ppo)")
     rew = p.add_mutually_exclusive_group()
     rew.add_argument("--reward-preset", choices=("ecommerce", "batch", "traffic"),
@@ -68,6 +74,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_backend_arguments(p, workers_help=f"PPO on Ray: rollout workers (actors), each owning a slice of the envs "
                                           f"(default {DEFAULT_RAY_WORKERS}); see docs/ray.md")
     p.set_defaults(func=cmd_train)
+
+
+def _fill_config(args: argparse.Namespace, weights: Any) -> tuple[Any, str, int]:
+    """The fill env's config (population: the whole trace, or the scenario's pods for --seed), its name and the
+    node count it trains on."""
+    from drlsched.fill import check_inputs
+    from drlsched.rl.fill_env import FillEnvConfig
+
+    if args.span is not None:
+        raise UserError("--span applies to trace windows, not to --fill (a fill uses the whole pod list)")
+    factory = workload_source(args)
+    if factory.trace is not None:  # the whole pod list
+        factory = replace(factory, trace=replace(factory.trace, duration=None))
+    duration = None if args.trace else args.duration
+    population = factory(args.seed)
+    check_inputs(population.nodes, list(population.iter_pods()), args.max_demand)
+    name = f"fill:{args.trace_format}:{Path(args.trace).name}" if args.trace else f"fill:{args.scenario or 'batch'}"
+    cfg = FillEnvConfig(scenario=args.scenario or "batch", nodes=args.nodes, duration_s=duration, load=args.load,
+                        reward=weights, workload_fn=factory, max_demand=args.max_demand, population_seed=args.seed)
+    return cfg, name, len(population.nodes)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -114,7 +140,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     stack = contextlib.ExitStack()
-    if args.trace:
+    if args.fill:
+        env_cfg, workload_name, trained_nodes = _fill_config(args, weights)
+    elif args.trace:
         from drlsched.rl.trace_windows import trace_windows
 
         if args.cache is None:  # every episode loads a window: parse the trace once, into a store for this run
@@ -123,10 +151,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         workload_name = f"{args.trace_format}:{Path(args.trace).name}"
         env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
                             workload_fn=windows)
+        trained_nodes = windows.nodes  # the trace's cluster, after --nodes scaling (env_cfg.nodes is None)
     else:
         workload_name = args.scenario or "batch"
         env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
                             load=args.load, reward=weights)
+        trained_nodes = env_cfg.nodes
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0
     net_cfg = NetConfig(encoder=args.encoder)
@@ -141,7 +171,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     # torch seeds its generator at random on start: without this the initial weights differ from run to run.
     torch.manual_seed(args.seed)
     net = net or SchedulerNet(net_cfg)
-    meta: dict[str, Any] = {"scenario": workload_name, "nodes": env_cfg.nodes, "duration_s": args.duration,
+    meta: dict[str, Any] = {"scenario": workload_name, "nodes": trained_nodes, "duration_s": args.duration,
                             "load": args.load, "reward": weights.to_dict(), "reward_name": reward_name,
                             "seed": args.seed, "envs": args.envs, "backend": args.backend}
     if backend is not None:
@@ -199,8 +229,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             same += f" --arrival-speedup {args.arrival_speedup:g}"
         where = f"--trace {args.trace} --trace-format {args.trace_format}{same}{held_out}"
     else:
-        where = f"--scenario {workload_name}"
-    print(f"use it with: drlsched evaluate {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
+        where = f"--scenario {args.scenario or workload_name}"
+    command = "fill" if args.fill else "evaluate"
+    print(f"use it with: drlsched {command} {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
     return 0
 
 

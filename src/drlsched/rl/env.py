@@ -56,6 +56,10 @@ class EnvConfig:
     invalid_penalty: float = 1.0  # reward cost of a masked action (the pod is left pending)
     workload_fn: Callable[[int], Workload] | None = None  # a custom workload for a seed (overrides the scenario)
 
+    def make_env(self) -> SchedulingEnv:
+        """The env this config describes (a subclass's config, such as the fill env's, makes its own)."""
+        return SchedulingEnv(self)
+
 
 class _Driven(Policy):
     """Stands in for the policy inside the simulator: the env makes every decision through `decisions()`."""

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from drlsched.rl.env import EnvConfig, SchedulingEnv
+from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 
 ROW_BLOCK = 4
@@ -41,7 +41,7 @@ class RolloutSettings:
 
 
 def make_envs(env_cfg: EnvConfig, n: int) -> SyncVectorEnv:
-    return SyncVectorEnv([lambda: SchedulingEnv(replace(env_cfg)) for _ in range(n)],
+    return SyncVectorEnv([lambda: replace(env_cfg).make_env() for _ in range(n)],
                          autoreset_mode=AutoresetMode.SAME_STEP)
 
 

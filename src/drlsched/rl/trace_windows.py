@@ -24,6 +24,7 @@ class TraceWindows:
     start_s: float  # the training span, seconds after the trace's first arrival
     span_s: float
     window_s: float
+    nodes: int = 0  # the cluster's size (the trace's nodes after --nodes scaling), for the run's record
 
     def __call__(self, seed: int) -> Workload:
         rng = np.random.default_rng(seed)
@@ -35,10 +36,11 @@ class TraceWindows:
 def trace_windows(trace: TraceSelection, window_s: float, span_s: float | None) -> TraceWindows:
     """Checks the trace once (a clear error for a bad path or an empty span) and sizes the training span, which
     starts at `trace.start`."""
-    info = load_trace(replace(trace, duration=span_s, seed=0)).info
+    workload = load_trace(replace(trace, duration=span_s, seed=0))
+    info = workload.info
     first, last = float(info["trace_first_arrival_s"]), float(info["trace_last_arrival_s"])
     span = span_s if span_s is not None else max(0.0, last - first - trace.start)
     if span < window_s:
         raise UserError(f"the training span ({span:g} s from --start {trace.start:g}) is shorter than one window "
                         f"(--duration {window_s:g} s); lower --duration or widen --span")
-    return TraceWindows(trace, float(trace.start), span, window_s)
+    return TraceWindows(trace, float(trace.start), span, window_s, nodes=len(workload.nodes))

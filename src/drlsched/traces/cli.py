@@ -12,13 +12,54 @@ import math
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from drlsched.cluster import Cluster
 from drlsched.traces import FORMATS, TracePods, TraceSelection, add_selection_arguments, load_window
 from drlsched.traces.window import batches
+from drlsched.workload import PodSpec
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
-_COLUMNS = ["job_id", "cpu_m", "mem_mib", "gpus", "gpu_milli", "work_s", "service", "parents"]
+_REQUEST = ["cpu_m", "mem_mib", "gpus", "gpu_milli", "gpu_models"]
+_COLUMNS = ["uid", "job_id", "cpu_m", "mem_mib", "gpus", "gpu_milli", "gpu_models", "work_s", "service", "parents"]
+MAX_EXAMPLES = 5
+
+
+class _Unplaceable:
+    """Pods whose request no node of the cluster could hold even empty: a count and a few examples, checked
+    once per distinct request."""
+
+    def __init__(self, cluster: Cluster | None) -> None:
+        self.cluster = cluster
+        self.reasons: dict[tuple, str | None] = {}  # request -> why it fits nowhere (None: it fits)
+        self.count = 0
+        self.examples: list[str] = []
+
+    def add(self, table: pa.Table) -> None:
+        if self.cluster is None or not table.num_rows:
+            return
+        for row in table.group_by(_REQUEST).aggregate([("uid", "count")]).to_pylist():
+            key = tuple(row[name] for name in _REQUEST)
+            if key not in self.reasons:
+                cpu, mem, gpus, milli, models = key
+                pod = PodSpec("", "", 0.0, cpu, mem, gpus=gpus, gpu_milli=milli,
+                              gpu_models=tuple(models.split("|")) if models else ())
+                r = self.cluster.request(pod)
+                self.reasons[key] = None if self.cluster.fits_when_empty(r) else self.cluster.infeasible_reason(r)
+            reason = self.reasons[key]
+            if reason is None:
+                continue
+            self.count += row["uid_count"]
+            if len(self.examples) < MAX_EXAMPLES:
+                match = [pc.equal(table.column(name), value) for name, value in zip(_REQUEST, key, strict=True)]
+                mask = match[0]
+                for more in match[1:]:
+                    mask = pc.and_(mask, more)
+                for uid in table.column("uid").filter(mask).to_pylist()[:MAX_EXAMPLES - len(self.examples)]:
+                    self.examples.append(f"{uid} ({cpu}m CPU, {mem}Mi, {gpus} GPU"
+                                         f"{' x ' + str(milli) + 'm' if gpus else ''}"
+                                         f"{' model ' + models if models else ''}): {reason}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,7 +93,9 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
     jobs: set[str] = set()
     count = gpu_pods = shared = services = with_parents = unknown_duration = 0
     first = last = math.nan
+    unplaceable = _Unplaceable(Cluster(workload.nodes) if workload.nodes else None)
     for table in batches(pods.source, pods.window, columns=_COLUMNS):
+        unplaceable.add(table)
         arrivals = table.column("arrival_s").to_numpy()
         first = arrivals[0] if not count else first
         last = arrivals[-1]
@@ -79,6 +122,7 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_pods": gpu_pods, "gpu_sharing_pods": shared, "service_pods": services,
         "pods_with_parents": with_parents, "pods_unknown_duration": unknown_duration,
         "bad_rows": workload.info.get("bad_rows", 0),
+        "pods_fitting_no_node": unplaceable.count, "pods_fitting_no_node_examples": unplaceable.examples,
         "percentiles": {name: _percentiles(np.concatenate(arrays) if arrays else np.empty(0))
                         for name, arrays in parts.items()},
         "info": workload.info,
@@ -112,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
         "time span   " + (f"{span[0]:,.0f} .. {span[1]:,.0f} s ({(span[1] - span[0]) / 3600:,.2f} h) "
                           f"after the window start" if span else "empty"),
         f"bad rows    {summary['bad_rows']:,}",
+        f"unplaceable {summary['pods_fitting_no_node']:,} pods fit no node even on the empty cluster"
+        + (" (simulate/evaluate stop at the first unless --allow-unschedulable)"
+           if summary["pods_fitting_no_node"] else ""),
+        *(f"            e.g. {example}" for example in summary["pods_fitting_no_node_examples"]),
         "percentiles " + "".join(f"{key:>12}" for key in (*_keys(), "mean", "max")),
         _row("cpu (m)", summary["percentiles"]["cpu_m"]),
         _row("memory (MiB)", summary["percentiles"]["mem_mib"]),
