@@ -25,6 +25,15 @@ def pod_backoff_s(attempts: int, initial_s: float = POD_INITIAL_BACKOFF_S, max_s
     return min(initial_s * 2.0 ** min(attempts - 1, 62), max_s)
 
 
+def pod_backoff_array(attempts: np.ndarray, initial_s: float = POD_INITIAL_BACKOFF_S,
+                      max_s: float = POD_MAX_BACKOFF_S) -> np.ndarray:
+    """`pod_backoff_s` for an array of attempt counts."""
+    if max_s <= 0:
+        return np.zeros(attempts.shape)
+    backoff = np.minimum(initial_s * 2.0 ** np.clip(attempts - 1, 0, 62), max_s)
+    return np.where(attempts <= 0, 0.0, backoff)
+
+
 def least_requested(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """((cap - req) * 100) // cap, and 0 where cap == 0 or req > cap."""
     safe = np.where(cap == 0, 1, cap)

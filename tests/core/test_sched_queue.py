@@ -133,3 +133,30 @@ def test_the_simulators_hint_never_leaves_a_pod_parked_that_fits_somewhere() -> 
     sim._schedule = checked  # type: ignore[method-assign]
     m = sim.run()
     assert max(passes) > 20 and m["pods_unschedulable"] == 0 and sim.queue.failed_attempts > 0
+
+
+def test_the_array_backoff_is_the_scalar_one() -> None:
+    from drlsched.kube_scoring import pod_backoff_array, pod_backoff_s
+
+    attempts = np.arange(-1, 70)
+    for initial, cap in ((1.0, 10.0), (0.5, 3.0), (1.0, 0.0)):
+        expected = [pod_backoff_s(int(a), initial, cap) for a in attempts]
+        assert pod_backoff_array(attempts.astype(float), initial, cap).tolist() == expected
+
+
+def test_pods_a_hint_rejects_fail_in_place_as_an_upstream_retry_would() -> None:
+    q: SchedulingQueue[str] = SchedulingQueue(hint_width=1)
+    for name in ("a", "b"):
+        q.add(name, 0, 0.0)
+    entries = {e.pod: e for e in (q.pop(0.0), q.pop(0.0)) if e is not None}
+    q.park(entries["a"], 0.0, (8,))
+    q.park(entries["b"], 0.0, (2,))
+    assert q.failed_attempts == 2
+    assert q.wake(5.0, lambda rows: rows[:, 0] <= 4) == 1  # room for 4: "b" is tried, "a" fails at once
+    assert q.failed_attempts == 3
+    b = q.pop(5.0)
+    assert b is not None and b.pod == "b" and b.attempts == 1
+    a = q.parked_entries()
+    assert [(e.pod, hinted) for e, hinted in a] == [("a", True)]
+    q.remove(a[0][0])  # written back from the parked store
+    assert a[0][0].attempts == 2 and a[0][0].queue_t == 5.0 and a[0][0].backoff_t == 5.0 + 2.0

@@ -11,14 +11,15 @@ Three places a pending pod can be, as upstream:
 
 Time is passed in by the caller (simulated seconds or the monotonic clock), so both sides use one queue.
 
-Queueing hints: a parked pod may carry a hint row (numbers the caller chooses, e.g. its request). `wake` without a
-predicate requeues every parked pod (NodeResourcesFit's hint for a deleted assigned pod is Queue). `wake` with a
-vectorised predicate over the rows (e.g. "fits a node whose room grew") keeps the pods it accepts as candidates
-and evaluates the predicate again when a candidate's turn comes, against the cluster as it is then: a candidate
-whose room was taken by the pods before it stays parked instead of failing once more. Upstream evaluates the hint
-when the event arrives and such a pod fails again (one more attempt, a longer backoff); the pods that can be
-placed, and their order, are the same. This keeps a long unschedulable queue from being retried whole on every
-pod that ends. A pod parked without a row is accepted by every event.
+Queueing hints: NodeResourcesFit's hint for a deleted assigned pod is Queue, so upstream retries every parked
+pod on every pod that ends; most fail again, each such failure resetting the pod's queue time and lengthening its
+backoff. `wake` without a predicate does exactly that. A caller that can tell which pods would fail (the
+simulator: only pods that fit a node whose room grew can fit anywhere) passes a vectorised predicate over the
+parked pods' hint rows instead: the pods it rejects fail in place at once — the same attempt, queue time and
+backoff as upstream's retry, computed for all of them in a few array operations — and the pods it accepts become
+candidates, tried in queue order, each checked again when its turn comes (a candidate whose room a pod before it
+took fails in place too). The outcome is upstream's; the cost no longer grows with the parked pods times the
+pods that end. A pod parked without a row is accepted by every event.
 
 An event that arrives while a pod is being tried (between `pop` and `park`) sends that pod straight back to the
 queue, as upstream's in-flight events do.
@@ -27,13 +28,12 @@ queue, as upstream's in-flight events do.
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
 
-from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S, pod_backoff_s
+from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S, pod_backoff_array, pod_backoff_s
 
 MAX_UNSCHEDULABLE_S = 300.0  # podMaxInUnschedulablePodsDuration
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class _Parked(Generic[T]):
         self.rows = np.zeros((16, width), dtype=np.int64)
         self.hinted = np.zeros(16, dtype=bool)
         self.alive = np.zeros(16, dtype=bool)
-        self.num = np.zeros((16, 4))  # parked at (= queue time), backoff end, -priority, seq
+        self.num = np.zeros((16, 5))  # queue time (its last failure), backoff end, -priority, seq, attempts
         self.live = 0
 
     def __len__(self) -> int:
@@ -85,12 +85,14 @@ class _Parked(Generic[T]):
         self.hinted[i] = hint is not None
         if hint is not None:
             self.rows[i] = hint
-        self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq)
+        self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq, entry.attempts)
         self.live += 1
 
     def take(self, i: int) -> Entry[T]:
         entry = self.entries[i]
         assert entry is not None
+        queue_t, backoff_t, _, seq, attempts = self.num[i].tolist()
+        entry.queue_t, entry.backoff_t, entry.seq, entry.attempts = queue_t, backoff_t, int(seq), int(attempts)
         self.entries[i] = None
         self.alive[i] = False
         self.live -= 1
@@ -123,7 +125,7 @@ class SchedulingQueue(Generic[T]):
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.max_unschedulable_s = max_unschedulable_s
-        self._seq = itertools.count()
+        self._seq = 0
         self._active: list[tuple[int, float, int, Entry[T]]] = []
         self._backoff: list[tuple[float, int, float, int, Entry[T]]] = []  # woken while backing off
         self._held: list[tuple[float, int, float, int, Entry[T]]] = []  # failed binds, until their backoff ends
@@ -153,7 +155,7 @@ class SchedulingQueue(Generic[T]):
 
     def add(self, pod: T, priority: int, t: float) -> Entry[T]:
         """A new pod (or one released by its job's DAG) enters activeQ."""
-        entry = Entry(pod, priority, t, next(self._seq))
+        entry = Entry(pod, priority, t, self._new_seq())
         self._count += 1
         self._push_active(entry)
         return entry
@@ -176,7 +178,7 @@ class SchedulingQueue(Generic[T]):
             elif self._active or (self._backoff and self._backoff[0][:4] < key[1:]):
                 break
             i = int(self._cand[j])
-            if self._accepted_now(j):
+            if self._accepted_now(j, t):
                 return self._taken(self._parked.take(i))
         for heap in (self._active, self._backoff):
             if heap:
@@ -224,7 +226,8 @@ class SchedulingQueue(Generic[T]):
     def wake(self, t: float, accept: Hint | None = None) -> int:
         """A cluster event (capacity freed, a node added or changed). Without `accept`, every parked pod goes back
         to activeQ (backoffQ while backing off); with it, the pods whose row it accepts (bool per row) become
-        candidates, tried in queue order while it still accepts them (see the module doc). Returns how many."""
+        candidates, tried in queue order while it still accepts them, and the others fail in place (see the
+        module doc). Returns how many may be tried."""
         self._events += 1
         p = self._parked
         if self._cand.size:  # candidates of an earlier event not tried yet: requeue them for real
@@ -240,6 +243,7 @@ class SchedulingQueue(Generic[T]):
             ok[hinted] = accept(p.rows[hinted])
         self._cand = np.flatnonzero(ok)
         self._hint = accept
+        self._fail_in_place(np.flatnonzero(p.alive[:n] & ~ok), t)
         return int(self._cand.size)
 
     def flush(self, t: float) -> int:
@@ -283,18 +287,39 @@ class SchedulingQueue(Generic[T]):
         it is done backing off (merged with activeQ) or 1 (ordered with backoffQ)."""
         self._cand = self._cand[self._parked.alive[self._cand]]  # removed meanwhile
         num = self._parked.num[self._cand]
-        backing = num[:, 1] > t
-        order = np.lexsort((num[:, 3], num[:, 0], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
-        j = int(order[0])
-        queue_t, backoff_t, neg_prio, seq = num[j].tolist()
-        if backing[j]:
+        j = int(self._order(num, t)[0])
+        queue_t, backoff_t, neg_prio, seq, _ = num[j].tolist()
+        backing = backoff_t > t
+        if backing:
             return j, (1, backoff_t, int(neg_prio), queue_t, int(seq))
         return j, (0, int(neg_prio), queue_t, int(seq))
 
-    def _accepted_now(self, j: int) -> bool:
+    @staticmethod
+    def _order(num: np.ndarray, t: float) -> np.ndarray:
+        """Parked rows in the order the queue would try them at t: done backing off by (priority, queue time,
+        seq), then the others by (backoff end, priority, queue time, seq)."""
+        backing = num[:, 1] > t
+        return np.lexsort((num[:, 3], num[:, 0], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
+
+    def _fail_in_place(self, rows: np.ndarray, t: float) -> None:
+        """Parked pods that a retry at t would find fitting nowhere: one more failed attempt each, as if popped
+        and parked again (queue time t, a longer backoff, a new seq in the order they would have been tried)."""
+        if not rows.size:
+            return
+        num = self._parked.num
+        rows = rows[self._order(num[rows], t)]
+        attempts = num[rows, 4] + 1
+        num[rows, 4] = attempts
+        num[rows, 0] = t
+        num[rows, 1] = t + pod_backoff_array(attempts, self.backoff_initial_s, self.backoff_max_s)
+        num[rows, 3] = np.arange(self._seq, self._seq + rows.size)
+        self._seq += int(rows.size)
+        self.failed_attempts += int(rows.size)
+
+    def _accepted_now(self, j: int, t: float) -> bool:
         """Whether the hint still accepts candidate `j` against the cluster as it is now; takes it out of the
-        candidates either way, with every other candidate the hint no longer accepts (room only shrinks until
-        the next event)."""
+        candidates either way. Every other candidate the hint no longer accepts fails in place (room only
+        shrinks until the next event, so its turn would find no room)."""
         p = self._parked
         cand = self._cand
         ok = ~p.hinted[cand]
@@ -302,6 +327,9 @@ class SchedulingQueue(Generic[T]):
         if hinted.size and self._hint is not None:
             ok[hinted] = self._hint(p.rows[cand[hinted]])
         accepted = bool(ok[j])
+        dropped = ~ok
+        dropped[j] = not accepted
+        self._fail_in_place(cand[dropped], t)
         ok[j] = False
         self._cand = cand[ok]
         return accepted
@@ -312,9 +340,14 @@ class SchedulingQueue(Generic[T]):
         self._count -= 1
         return entry
 
+    def _new_seq(self) -> int:
+        self._seq += 1
+        return self._seq - 1
+
     def _failed(self, entry: Entry[T], t: float) -> None:
         self.failed_attempts += 1
         entry.attempts += 1
+        entry.seq = self._new_seq()  # ties at one queue time go by order of failure
         entry.queue_t = t
         entry.backoff_t = t + pod_backoff_s(entry.attempts, self.backoff_initial_s, self.backoff_max_s)
         self._count += 1
