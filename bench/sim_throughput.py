@@ -4,7 +4,8 @@ Two sweeps (`--sweep`):
 - `nodes`: from 10 to 5,000 nodes, the first 25,000 pods of a load-scaled window at each size;
 - `pods`: 500 nodes, the default `batch` scenario (900 s, load 1) cut at 25k and 100k pods and whole (~450k pods),
   where the cluster saturates and the unschedulable queue grows: throughput must stay flat as the workload
-  grows, and the queue's failed scheduling attempts per pod are reported (`drlsched.sched.queue`).
+  grows, and the queue's failed scheduling attempts per pod are reported (`drlsched.sched.queue`: kube-scheduler
+  would make them all; most are evaluated in place, in array operations, rather than one pod at a time).
 Each run is a fresh subprocess (single-threaded numpy) so its peak RSS is its own; pods are generated before the
 clock starts (generation is reported separately). Prints JSON: per size the median of --repeats runs, the spread,
 and peak memory. Usage: python bench/sim_throughput.py [--sweep pods] [--repeats 3] [--sizes 10,100,500]
