@@ -12,6 +12,7 @@ from typing import Any
 
 from drlsched.cli_args import positive_float, positive_int
 from drlsched.errors import UserError
+from drlsched.reclaim import RECLAIM_MODELS, ReclaimConfig
 from drlsched.scenarios import SCENARIOS
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
@@ -33,6 +34,40 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                    help="rebalancing period at which policies may migrate pods (default: off)")
     p.add_argument("--allow-unschedulable", action="store_true",
                    help="count pods that fit no node even when empty, instead of stopping with an error")
+    add_reclaim_arguments(p)
+
+
+def _share(text: str) -> float:
+    """A share of a node's capacity, in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not (0 < value <= 1):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
+    """--reclaim MODEL and its thresholds (BE pods on reclaimed resources; docs/simulator.md)."""
+    g = p.add_argument_group("colocation (BE pods on reclaimed resources)")
+    g.add_argument("--reclaim", choices=RECLAIM_MODELS, default="none", metavar="MODEL",
+                   help=f"how BE pods are admitted: {', '.join(RECLAIM_MODELS)} (default none: on requests)")
+    g.add_argument("--reclaim-cpu-threshold", type=_share, metavar="SHARE",
+                   help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
+    g.add_argument("--reclaim-mem-threshold", type=_share, metavar="SHARE",
+                   help="share of node memory the model may hand out (default 0.65)")
+    g.add_argument("--suppress-threshold", type=_share, metavar="SHARE",
+                   help="BE pods together get at most capacity x SHARE - LS usage (default: koordinator 0.65, "
+                        "borg/peak 1.0)")
+    g.add_argument("--interference", type=float, default=0.0, metavar="F",
+                   help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
+
+
+def reclaim_config(args: argparse.Namespace) -> ReclaimConfig:
+    return ReclaimConfig(model=args.reclaim, cpu_threshold=args.reclaim_cpu_threshold,
+                         mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
+                         interference=args.interference)
 
 
 def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
@@ -52,7 +87,8 @@ def workload_source(args: argparse.Namespace) -> WorkloadSource:
 
 
 def sim_config(args: argparse.Namespace) -> SimConfig:
-    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable)
+    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable,
+                     reclaim=reclaim_config(args))
 
 
 def fmt(value: object) -> str:

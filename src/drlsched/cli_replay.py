@@ -35,6 +35,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from drlsched.replay import replay
 
+    if args.reclaim != "none":
+        raise UserError(f"replay --reclaim {args.reclaim}: the testbed has no reclaim controller yet (issue 14 §5); "
+                        "only --reclaim none replays")
     factory = workload_source(args)
     workload = factory(args.seed)
     core = _api(args.kubeconfig)

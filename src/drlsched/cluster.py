@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
+from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec, QoS
 
 # kube-scheduler counts a pod without a cpu/memory request as 100m / 200Mi when scoring (NonZeroRequested).
 DEFAULT_MILLI_CPU = 100
@@ -30,20 +30,25 @@ class PodRequest:
     toleration_mask: int
     nz_cpu: int
     nz_mem: int
+    batch: bool = False  # a BE pod on reclaimed resources: cpu/mem are kubernetes.io/batch-cpu/-memory
 
-    def row(self) -> tuple[int, int, int, int, int, int]:
+    def row(self) -> tuple[int, int, int, int, int, int, int]:
         """The request as a row of `Cluster.fits_any`'s matrix (a parked pod's queueing-hint row)."""
-        return (self.cpu, self.mem, self.gpus, self.gpu_milli, self.model_mask, self.toleration_mask)
+        return (self.cpu, self.mem, self.gpus, self.gpu_milli, self.model_mask, self.toleration_mask,
+                int(self.batch))
 
 
-REQUEST_ROW = 6  # columns of PodRequest.row()
+REQUEST_ROW = 7  # columns of PodRequest.row()
 
 
 class Cluster:
     """Allocatable capacity, reserved requests, GPU shares and measured usage of every node."""
 
-    def __init__(self, nodes: list[NodeSpec]) -> None:
+    def __init__(self, nodes: list[NodeSpec], reclaim: bool = False) -> None:
         self.specs = nodes
+        # With reclaim, BE pods request batch resources (Koordinator's kubernetes.io/batch-cpu, batch-memory):
+        # they fit against the node's batch allocatable minus the BE pods already bound, not against requests.
+        self.reclaim = reclaim
         self.names = [n.name for n in nodes]
         n = len(nodes)
         self.size = n
@@ -87,6 +92,11 @@ class Cluster:
         self.use_cpu = np.zeros(n, dtype=np.float64)
         self.use_mem = np.zeros(n, dtype=np.float64)
         self.use_gpu = np.zeros(n, dtype=np.float64)
+        # Batch allocatable (set by the reclaim model) and the batch requests of the BE pods bound.
+        self.batch_cpu = np.zeros(n, dtype=np.int64)
+        self.batch_mem = np.zeros(n, dtype=np.int64)
+        self.be_cpu = np.zeros(n, dtype=np.int64)
+        self.be_mem = np.zeros(n, dtype=np.int64)
 
     # --- requests -----------------------------------------------------------------------------------------
 
@@ -105,11 +115,14 @@ class Cluster:
             tol |= self.taint_bit.get(t, 0)
         return PodRequest(cpu=pod.cpu_m, mem=pod.mem_mib, gpus=count, gpu_milli=milli, model_mask=mask,
                           toleration_mask=tol, nz_cpu=pod.cpu_m or DEFAULT_MILLI_CPU,
-                          nz_mem=pod.mem_mib or DEFAULT_MEMORY_MIB)
+                          nz_mem=pod.mem_mib or DEFAULT_MEMORY_MIB, batch=self.reclaim and pod.qos == QoS.BE)
 
     def feasible(self, r: PodRequest) -> np.ndarray:
         """NodeResourcesFit on requests, plus GPU count/share, GPU model and NoSchedule taints: bool[N]."""
-        ok = (self.cap_cpu - self.req_cpu >= r.cpu) & (self.cap_mem - self.req_mem >= r.mem)
+        if r.batch:
+            ok = (self.batch_cpu - self.be_cpu >= r.cpu) & (self.batch_mem - self.be_mem >= r.mem)
+        else:
+            ok = (self.cap_cpu - self.req_cpu >= r.cpu) & (self.cap_mem - self.req_mem >= r.mem)
         ok &= self.pods < self.max_pods
         if r.gpus:
             if r.gpu_milli >= GPU_MILLI:
@@ -123,10 +136,15 @@ class Cluster:
         return ok
 
     def fits_any(self, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """bool[k]: whether each request row (`PodRequest.row`, int64[k, 6]) fits at least one of `nodes` now, by
+        """bool[k]: whether each request row (`PodRequest.row`, int64[k, 7]) fits at least one of `nodes` now, by
         the same rules as `feasible` (NodeResourcesFit's queueing hint for a node whose room grew)."""
-        cpu, mem, gpus, milli, model, tol = (rows[:, i, None] for i in range(REQUEST_ROW))
-        ok = (cpu <= (self.cap_cpu - self.req_cpu)[nodes]) & (mem <= (self.cap_mem - self.req_mem)[nodes])
+        cpu, mem, gpus, milli, model, tol, batch = (rows[:, i, None] for i in range(REQUEST_ROW))
+        free_cpu, free_mem = (self.cap_cpu - self.req_cpu)[nodes], (self.cap_mem - self.req_mem)[nodes]
+        if self.reclaim:
+            batch = batch != 0
+            free_cpu = np.where(batch, (self.batch_cpu - self.be_cpu)[nodes], free_cpu)
+            free_mem = np.where(batch, (self.batch_mem - self.be_mem)[nodes], free_mem)
+        ok = (cpu <= free_cpu) & (mem <= free_mem)
         ok &= (self.pods < self.max_pods)[nodes]
         whole = np.where(milli >= GPU_MILLI, self.full_free_gpus[nodes] >= gpus, self.max_gpu_free[nodes] >= milli)
         model_ok = (model == 0) | ((self.node_model_bit[nodes] & model) != 0)
@@ -182,8 +200,12 @@ class Cluster:
         self._add(node, r, gpu_ids, -1)
 
     def _add(self, node: int, r: PodRequest, gpu_ids: tuple[int, ...], sign: int) -> None:
-        self.req_cpu[node] += sign * r.cpu
-        self.req_mem[node] += sign * r.mem
+        if r.batch:
+            self.be_cpu[node] += sign * r.cpu
+            self.be_mem[node] += sign * r.mem
+        else:
+            self.req_cpu[node] += sign * r.cpu
+            self.req_mem[node] += sign * r.mem
         self.nz_cpu[node] += sign * r.nz_cpu
         self.nz_mem[node] += sign * r.nz_mem
         self.pods[node] += sign

@@ -120,6 +120,7 @@ class Workload:
     # Multiplies the usage of service pods over time (diurnal load, bursts); None = constant 1.
     load_curve: Callable[[float], float] | None = None
     info: dict[str, object] = field(default_factory=dict)
+    drain_s: float | None = None  # simulated time after the window; None = the simulator's default (10 × it)
 
     def validate_nodes(self) -> None:
         if not self.nodes:
