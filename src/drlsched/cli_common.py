@@ -48,11 +48,21 @@ def _share(text: str) -> float:
     return value
 
 
+def _reclaim_models(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(","))
+    bad = [x for x in names if x not in RECLAIM_MODELS]
+    if bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected one or more of {', '.join(RECLAIM_MODELS)} (comma-separated, "
+                                         f"no repeats), got {text!r}")
+    return names
+
+
 def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
     """--reclaim MODEL and its thresholds (BE pods on reclaimed resources; docs/simulator.md)."""
     g = p.add_argument_group("colocation (BE pods on reclaimed resources)")
-    g.add_argument("--reclaim", choices=RECLAIM_MODELS, default="none", metavar="MODEL",
-                   help=f"how BE pods are admitted: {', '.join(RECLAIM_MODELS)} (default none: on requests)")
+    g.add_argument("--reclaim", type=_reclaim_models, default=("none",), metavar="MODEL",
+                   help=f"how BE pods are admitted: {', '.join(RECLAIM_MODELS)} (default none: on requests); "
+                        "evaluate takes a comma-separated list and compares policy@model")
     g.add_argument("--reclaim-cpu-threshold", type=_share, metavar="SHARE",
                    help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
     g.add_argument("--reclaim-mem-threshold", type=_share, metavar="SHARE",
@@ -64,8 +74,15 @@ def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
                    help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
 
 
-def reclaim_config(args: argparse.Namespace) -> ReclaimConfig:
-    return ReclaimConfig(model=args.reclaim, cpu_threshold=args.reclaim_cpu_threshold,
+def single_reclaim(args: argparse.Namespace) -> str:
+    """The one --reclaim model of a command that runs a single simulation."""
+    if len(args.reclaim) != 1:
+        raise UserError(f"--reclaim takes one model here (a list is for evaluate), got {','.join(args.reclaim)}")
+    return str(args.reclaim[0])
+
+
+def reclaim_config(args: argparse.Namespace, model: str | None = None) -> ReclaimConfig:
+    return ReclaimConfig(model=model or single_reclaim(args), cpu_threshold=args.reclaim_cpu_threshold,
                          mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
                          interference=args.interference)
 
@@ -86,9 +103,9 @@ def workload_source(args: argparse.Namespace) -> WorkloadSource:
                           duration=args.duration, load=args.load)
 
 
-def sim_config(args: argparse.Namespace) -> SimConfig:
+def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfig:
     return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable,
-                     reclaim=reclaim_config(args))
+                     reclaim=reclaim_config(args, reclaim))
 
 
 def fmt(value: object) -> str:

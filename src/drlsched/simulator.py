@@ -265,6 +265,7 @@ class Simulator:
             "policy": self.policy.name,
             "scenario": self.workload.name,
             "seed": self.seed,
+            "reclaim": self.rc.model,
             "nodes": self.cluster.size,
             "pods": self.acc.pods_arrived,
         }

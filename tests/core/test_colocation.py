@@ -1,5 +1,6 @@
 """Colocation: BE pods on reclaimed resources (--reclaim), CPU suppression, evictions, LS slowdown, the metrics."""
 
+import json
 import subprocess
 import sys
 
@@ -163,3 +164,19 @@ def test_replay_rejects_reclaim_models_until_the_testbed_has_a_controller():
                           "/nonexistent", "--json", "-", "--reclaim", "koordinator"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "reclaim controller" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_evaluate_compares_policies_under_several_reclaim_models(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "drlsched.cli", "evaluate", "--scenario", "colocation", "--nodes", "2",
+                          "--duration", "300", "--policies", "k8s-default,fgd", "--reclaim", "none,koordinator",
+                          "--seeds", "2", "--jobs", "1", "--out", str(tmp_path), "--quiet"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["policies"]) == {"k8s-default@none", "fgd@none", "k8s-default@koordinator",
+                                        "fgd@koordinator"}
+    assert "evictions" in results["policies"]["fgd@koordinator"]
+    assert "ratio_vs_k8s-default@none" in results and (tmp_path / "util_vs_sla.png").stat().st_size > 0
+    assert "util_vs_sla.png" in (tmp_path / "report.md").read_text()
+    koord = results["policies"]["k8s-default@koordinator"]["cpu_util"]["mean"]
+    assert koord > results["policies"]["k8s-default@none"]["cpu_util"]["mean"]
