@@ -138,12 +138,24 @@ class Cluster:
     def fits_any(self, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """bool[k]: whether each request row (`PodRequest.row`, int64[k, 7]) fits at least one of `nodes` now, by
         the same rules as `feasible` (NodeResourcesFit's queueing hint for a node whose room grew)."""
-        cpu, mem, gpus, milli, model, tol, batch = (rows[:, i, None] for i in range(REQUEST_ROW))
         free_cpu, free_mem = (self.cap_cpu - self.req_cpu)[nodes], (self.cap_mem - self.req_mem)[nodes]
-        if self.reclaim:
-            batch = batch != 0
-            free_cpu = np.where(batch, (self.batch_cpu - self.be_cpu)[nodes], free_cpu)
-            free_mem = np.where(batch, (self.batch_mem - self.be_mem)[nodes], free_mem)
+        if not self.reclaim:
+            return self._fits_any(rows, nodes, free_cpu, free_mem)
+        be_cpu, be_mem = (self.batch_cpu - self.be_cpu)[nodes], (self.batch_mem - self.be_mem)[nodes]
+        batch = rows[:, 6] != 0
+        if self.taint_bit or rows[:, 2].any():
+            b = batch[:, None]
+            return self._fits_any(rows, nodes, np.where(b, be_cpu, free_cpu), np.where(b, be_mem, free_mem))
+        # Parked BE pods are many when batch room is scarce, and CPU/memory-only rows are checked against the
+        # nodes' Pareto frontier of free room instead of every node: O(k log nodes), not O(k × nodes).
+        room = (self.pods < self.max_pods)[nodes]
+        out = fits_cpu_mem(rows[:, 0], rows[:, 1], free_cpu[room], free_mem[room])
+        out[batch] = fits_cpu_mem(rows[batch, 0], rows[batch, 1], be_cpu[room], be_mem[room])
+        return out
+
+    def _fits_any(self, rows: np.ndarray, nodes: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray
+                  ) -> np.ndarray:
+        cpu, mem, gpus, milli, model, tol = (rows[:, i, None] for i in range(REQUEST_ROW - 1))
         ok = (cpu <= free_cpu) & (mem <= free_mem)
         ok &= (self.pods < self.max_pods)[nodes]
         whole = np.where(milli >= GPU_MILLI, self.full_free_gpus[nodes] >= gpus, self.max_gpu_free[nodes] >= milli)
@@ -225,3 +237,18 @@ class Cluster:
         assert np.all(self.req_cpu >= 0) and np.all(self.req_mem >= 0), "negative requests"
         assert np.all(self.pods <= self.max_pods), "too many pods"
         assert np.all((self.gpu_free >= 0) & (self.gpu_free <= GPU_MILLI)), "GPU share out of range"
+
+
+def fits_cpu_mem(cpu: np.ndarray, mem: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+    """bool[k]: whether some node has free_cpu >= cpu[i] and free_mem >= mem[i]. Only the nodes no other node beats
+    on both count (the Pareto frontier); sorted by CPU ascending their memory descends, so the first frontier node
+    with enough CPU has the most memory among those that do."""
+    order = np.lexsort((-free_mem, -free_cpu))  # CPU descending, then memory descending
+    c, m = free_cpu[order], free_mem[order]
+    best_before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], m[:-1]])) if m.size else m
+    front = m > best_before
+    fc, fm = c[front][::-1], m[front][::-1]
+    i = np.searchsorted(fc, cpu, side="left")
+    ok = i < fc.size
+    ok[ok] = fm[i[ok]] >= mem[ok]
+    return ok
