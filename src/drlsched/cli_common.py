@@ -17,6 +17,7 @@ from drlsched.scenarios import SCENARIOS
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 from drlsched.traces import TraceSelection, add_trace_arguments
+from drlsched.usage_trace import USAGE_FORMATS, load_usage
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,6 +36,11 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-unschedulable", action="store_true",
                    help="count pods that fit no node even when empty, instead of stopping with an error")
     add_reclaim_arguments(p)
+    p.add_argument("--usage-trace", metavar="PATH",
+                   help="replay real CPU usage series onto the LS pods: an Alibaba v2018 machine_usage or "
+                        "container_usage file, a Bitbrains VM file or folder, a Google 2011 per-job CSV")
+    p.add_argument("--usage-format", choices=USAGE_FORMATS, metavar="FMT",
+                   help=f"form of --usage-trace: {', '.join(USAGE_FORMATS)} (default: recognised by its header)")
 
 
 def _share(text: str) -> float:
@@ -99,8 +105,14 @@ def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
 def workload_source(args: argparse.Namespace) -> WorkloadSource:
     if bool(args.scenario) == bool(args.trace):
         raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
-    return WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
-                          duration=args.duration, load=args.load)
+    if args.usage_format and not args.usage_trace:
+        raise UserError("--usage-format needs --usage-trace PATH")
+    source = WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
+                            duration=args.duration, load=args.load, usage_trace=args.usage_trace,
+                            usage_format=args.usage_format)
+    if args.usage_trace:
+        load_usage(args.usage_trace, args.usage_format)  # a bad file fails here, before any run
+    return source
 
 
 def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfig:

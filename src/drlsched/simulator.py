@@ -94,8 +94,8 @@ class _Job(Job["_Run"]):
 
 class _Run:
     __slots__ = ("bind_t", "clk", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "remote_mb",
-                 "req", "sat0", "sat_time", "service_end", "slot", "slow0", "slow_sum", "spec", "start_t", "startup",
-                 "state", "traffic_t", "work")
+                 "req", "sat0", "sat_time", "series", "service_end", "slot", "slow0", "slow_sum", "spec", "start_t",
+                 "startup", "state", "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
         self.spec = spec
@@ -118,6 +118,7 @@ class _Run:
         self.sat_time = 0.0
         self.slow0 = 0.0
         self.slow_sum = 0.0  # ∫ slowdown dt while running (LS latency relative to an idle node)
+        self.series = -1  # the real usage series driving its CPU (--usage-trace), -1 = none
         self.work = 0.0
         self.remote_mb = 0.0
         self.service_end = INF
@@ -199,6 +200,13 @@ class Simulator:
             self.resv_t = 0.0
             self.low_since = np.full(n, INF)  # since when BE CPU satisfaction has been low, per node
             self.satisfaction = np.ones(n)
+        self.usage = workload.usage
+        if self.usage is not None:
+            # Real usage series, resampled to the tick, handed to LS pods in arrival order from a seeded start.
+            self.u_grid, self.u_len = self.usage.grid(self.tick_s)
+            self.u_next = seed % len(self.u_len)
+            self.s_series = np.full(cap, -1, dtype=np.int64)
+            self._slot_arrays.append("s_series")
         self.by_uid: dict[str, _Run] = {}
         self._fit_cache: dict[tuple, bool] = {}
         self.jobs: dict[str, _Job] = {}
@@ -409,6 +417,9 @@ class Simulator:
         startup = spec.startup_s if spec.startup_s is not None else self._draw_startup(self.rng_pod)
         run = _Run(spec, job, startup)
         run.req = self.cluster.request(spec)
+        if self.usage is not None and spec.qos == QoS.LS:
+            run.series = self.u_next
+            self.u_next = (self.u_next + 1) % len(self.u_len)
         run.hint = hint_request(spec, self.cluster, run.req).row()
         self.shapes.add(run.req.cpu, run.req.gpus, run.req.gpu_milli, run.req.model_mask)
         if not self._fits_somewhere_empty(run):
@@ -601,6 +612,13 @@ class Simulator:
         self.s_service[i] = spec.service
         # As at usage ticks, the load curve scales the CPU of services; memory and GPU keep their mean.
         use_cpu = base_cpu * self.load_curve(t) if (spec.service and self.load_curve) else base_cpu
+        if self.usage is not None:
+            self.s_series[i] = run.series
+            if run.series >= 0:  # a real series drives its CPU: request × the series (× its mean ratio if a shape)
+                base_cpu = r.cpu * (spec.usage_cpu if self.usage.relative else 1.0)  # type: ignore[union-attr]
+                self.s_base[i, 0] = base_cpu
+                self.s_sigma[i] = 0.0
+                use_cpu = base_cpu * float(self.u_grid[run.series, int(t // self.tick_s) % self.u_len[run.series]])
         self.s_use[i] = (use_cpu, base_mem, base_gpu)
         if self.reclaim:
             be = spec.qos == QoS.BE
@@ -727,9 +745,14 @@ class Simulator:
             noise = np.exp(self.rng_use.standard_normal(n) * sigma - 0.5 * sigma * sigma)
             use = self.s_base[:n] * noise[:, None]
             use[:, 1] = self.s_base[:n, 1]  # memory holds steady; CPU and GPU fluctuate
+            series = self.s_series[:n] if self.usage is not None else None
             if self.load_curve is not None:
                 load = self.load_curve(t)
-                use[self.s_service[:n], 0] *= load
+                use[self.s_service[:n] if series is None else self.s_service[:n] & (series < 0), 0] *= load
+            if series is not None:
+                rows = np.flatnonzero(series >= 0)
+                j = series[rows]
+                use[rows, 0] *= self.u_grid[j, int(t // self.tick_s) % self.u_len[j]]
             self.s_use[:n] = use
             nodes = self.s_node[:n]
             size = c.size
