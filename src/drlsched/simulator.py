@@ -841,15 +841,14 @@ class Simulator:
         first) until under it; on a node whose BE satisfaction stayed low for the window, BE pods by CPU use until
         (target − satisfaction) × BE requests of CPU are freed. Evicted pods go back to the queue."""
         c, rc = self.cluster, self.rc
-        n = len(self.slot_runs)
         mem_over = c.use_mem - rc.evict_mem_threshold * c.cap_mem
         cpu_fire = t - self.low_since >= rc.evict_cpu_window_s
         hot = np.flatnonzero(((mem_over > 0) | cpu_fire) & (c.be_cpu > 0))
         if not hot.size:
             return
-        be_slots = np.flatnonzero(self.s_be[:n])
         for node in hot.tolist():
-            mine = be_slots[self.s_node[be_slots] == node]
+            n = len(self.slot_runs)  # evictions on the previous node moved slots
+            mine = np.flatnonzero(self.s_be[:n] & (self.s_node[:n] == node))
             if mem_over[node] > 0:
                 col, need = 1, mem_over[node]
             else:

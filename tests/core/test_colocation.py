@@ -180,3 +180,15 @@ def test_evaluate_compares_policies_under_several_reclaim_models(tmp_path):
     assert "util_vs_sla.png" in (tmp_path / "report.md").read_text()
     koord = results["policies"]["k8s-default@koordinator"]["cpu_util"]["mean"]
     assert koord > results["policies"]["k8s-default@none"]["cpu_util"]["mean"]
+
+
+def test_evictions_on_several_nodes_in_one_tick():
+    # Two identical starving nodes: both evict at the same tick (slots move as pods leave the first node).
+    nodes = [NodeSpec("a", 10_000, 10_000), NodeSpec("b", 10_000, 10_000)]
+    pods = [service("ls1", 8000, 0.625), service("ls2", 8000, 0.625), pod("be1", 10.0, 4000, work=200.0),
+            pod("be2", 10.0, 4000, work=200.0)]
+    w = Workload("t", nodes, pods, 200.0, drain_s=0.0)
+    sim = Simulator(w, make_policy("k8s-default"), 0,
+                    SimConfig(tick_s=5.0, reclaim=ReclaimConfig("koordinator", cpu_threshold=1.0)))
+    m = sim.run()
+    assert m["evictions"] >= 2 and sorted(r.node for r in sim.slot_runs if r.spec.qos == QoS.LS) == [0, 1]
