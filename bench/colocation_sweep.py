@@ -60,7 +60,7 @@ def main() -> None:
     base = float(points[0]["cpu_util"])  # type: ignore[arg-type]
     for p in points + sweep + suppress:
         p["util_over_none"] = round(float(p["cpu_util"]) / base, 3) if base else None  # type: ignore[arg-type]
-    _plot(args.plot, points, sweep)
+    _plot(args.plot, points, sweep, suppress)
     best = max(points[1:] + sweep, key=lambda p: float(p["cpu_util"]))  # type: ignore[arg-type]
     print(json.dumps({"benchmark": "colocation_sweep", "scenario": "colocation", "policy": args.policy,
                       "nodes": args.nodes, "duration_s": args.duration, "seeds": args.seeds,
@@ -70,13 +70,14 @@ def main() -> None:
                      indent=2))
 
 
-def _plot(path: str, points: list[dict[str, object]], sweep: list[dict[str, object]]) -> None:
+def _plot(path: str, points: list[dict[str, object]], sweep: list[dict[str, object]],
+          suppress: list[dict[str, object]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, c, b) = plt.subplots(1, 3, figsize=(15, 4))
     x = [p["cpu_threshold"] for p in sweep]
     a.plot(x, [100 * float(p["cpu_util"]) for p in sweep], "o-", label="CPU utilisation")  # type: ignore[arg-type]
     a.plot(x, [100 * float(p["sla_violation_rate"]) for p in sweep], "s-",  # type: ignore[arg-type]
@@ -85,10 +86,15 @@ def _plot(path: str, points: list[dict[str, object]], sweep: list[dict[str, obje
               label="CPU utilisation, --reclaim none")
     a.set_xlabel("koordinator CPU threshold (suppress = threshold + 0.05)")
     a.set_ylabel("%")
-    a2 = a.twinx()
-    a2.bar(x, [float(p["evictions"]) for p in sweep], width=0.02, alpha=0.3, color="red")  # type: ignore[arg-type]
-    a2.set_ylabel("evictions (bars)")
     a.legend(fontsize=7)
+    xs = [p["suppress_threshold"] for p in suppress]
+    c.plot(xs, [100 * float(p["cpu_util"]) for p in suppress], "o-", label="CPU utilisation (%)")  # type: ignore[arg-type]
+    c.set_xlabel("koordinator suppress threshold (CPU threshold 0.6)")
+    c.set_ylabel("%")
+    c2 = c.twinx()
+    c2.bar(xs, [float(p["evictions"]) for p in suppress], width=0.03, alpha=0.3, color="red")  # type: ignore[arg-type]
+    c2.set_ylabel("evictions (bars)")
+    c.legend(fontsize=7)
     for p in points + sweep:
         label = p["model"] if p["cpu_threshold"] is None else f"k{p['cpu_threshold']}"
         b.plot(100 * float(p["sla_violation_rate"]), 100 * float(p["cpu_util"]), "o")  # type: ignore[arg-type]
