@@ -8,7 +8,9 @@ Two sweeps (`--sweep`):
   would make them all; most are evaluated in place, in array operations, rather than one pod at a time).
 Each run is a fresh subprocess (single-threaded numpy) so its peak RSS is its own; pods are generated before the
 clock starts (generation is reported separately). Prints JSON: per size the median of --repeats runs, the spread,
-and peak memory. Usage: python bench/sim_throughput.py [--sweep pods] [--repeats 3] [--sizes 10,100,500]
+and peak memory. With `--reclaim MODEL` every run is made twice, without and with the reclaim model (BE pods on
+reclaimed resources, CPU shares, evictions), and both throughputs are printed side by side.
+Usage: python bench/sim_throughput.py [--sweep pods] [--repeats 3] [--sizes 10,100,500] [--reclaim koordinator]
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from _machine import machine_info
 TARGET_PODS = 25_000
 
 
-def one(nodes: int, seed: int, pods: int = TARGET_PODS, whole_scenario: bool = False) -> dict[str, float]:
+def one(nodes: int, seed: int, pods: int = TARGET_PODS, whole_scenario: bool = False,
+        reclaim: str = "none") -> dict[str, float]:
     """`pods` pods (0: all) of a window scaled to hold about that many, or of the default scenario."""
     from drlsched.policies import make_policy
+    from drlsched.reclaim import ReclaimConfig
     from drlsched.scenarios import make_scenario
     from drlsched.simulator import SimConfig, Simulator
 
@@ -40,7 +44,7 @@ def one(nodes: int, seed: int, pods: int = TARGET_PODS, whole_scenario: bool = F
     t0 = time.perf_counter()
     w.pods = list(itertools.islice(w.pods, pods or None))
     gen_s = time.perf_counter() - t0
-    sim = Simulator(w, make_policy("k8s-default"), seed, SimConfig(series=False))
+    sim = Simulator(w, make_policy("k8s-default"), seed, SimConfig(series=False, reclaim=ReclaimConfig(reclaim)))
     m = sim.run()
     return {"pods": m["pods"], "placements": m["pods_scheduled"], "sim_wall_s": m["wall_s"],
             "placements_per_s": m["placements_per_s"], "generation_s": gen_s,
@@ -58,22 +62,27 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=TARGET_PODS, help=argparse.SUPPRESS)
     ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--reclaim", default="none", help="also run every size with this reclaim model")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.seed, args.pods, args.whole)))
+        print(json.dumps(one(args.one, args.seed, args.pods, args.whole, args.reclaim)))
         return
+    models = ["none"] if args.reclaim == "none" else ["none", args.reclaim]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     by_pods = args.sweep == "pods"
     sizes = args.sizes or ("25000,100000,0" if by_pods else "10,50,100,500,1000,2000,5000")
     rows = []
     for size in [int(x) for x in sizes.split(",")]:
         n, pods = (500, size) if by_pods else (size, TARGET_PODS)
-        runs = []
+        by_model: dict[str, list[dict[str, float]]] = {m: [] for m in models}
         for r in range(args.repeats):
-            cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(args.seed + r), "--pods", str(pods)]
-            out = subprocess.run([*cmd, "--whole"] if by_pods else cmd, capture_output=True, text=True, env=env,
-                                 check=True)
-            runs.append(json.loads(out.stdout))
+            for model in models:  # interleaved, so a change in the machine's load hits both alike
+                cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(args.seed + r), "--pods", str(pods),
+                       "--reclaim", model]
+                out = subprocess.run([*cmd, "--whole"] if by_pods else cmd, capture_output=True, text=True,
+                                     env=env, check=True)
+                by_model[model].append(json.loads(out.stdout))
+        runs = by_model["none"]
         pps = [x["placements_per_s"] for x in runs]
         rows.append({"nodes": n, "pods_median": statistics.median(x["pods"] for x in runs),
                      "failed_attempts_per_pod_median": round(
@@ -82,6 +91,10 @@ def main() -> None:
                      "placements_per_s_min": round(min(pps)), "placements_per_s_max": round(max(pps)),
                      "generation_s_median": round(statistics.median(x["generation_s"] for x in runs), 3),
                      "peak_rss_mib_max": round(max(x["peak_rss_mib"] for x in runs), 1)})
+        if len(models) > 1:
+            other = [x["placements_per_s"] for x in by_model[models[1]]]
+            rows[-1].update({f"{models[1]}_placements_per_s_median": round(statistics.median(other)),
+                             f"{models[1]}_over_none": round(statistics.median(other) / statistics.median(pps), 3)})
         print(json.dumps(rows[-1]), file=sys.stderr)
     if by_pods:
         pps = [r["placements_per_s_median"] for r in rows]
@@ -90,7 +103,8 @@ def main() -> None:
     else:
         targets, extra = {"500": 20_000, "5000": 3_000}, {}
     print(json.dumps({"benchmark": "sim_throughput", "sweep": args.sweep, "policy": "k8s-default",
-                      "scenario": "batch", "repeats": args.repeats, "targets_placements_per_s": targets, **extra,
+                      "scenario": "batch", "reclaim": models, "repeats": args.repeats,
+                      "targets_placements_per_s": targets, **extra,
                       "results": rows, "machine": machine_info()}, indent=2))
 
 

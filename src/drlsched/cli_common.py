@@ -13,10 +13,12 @@ from typing import Any
 from drlsched.cli_args import positive_float, positive_int
 from drlsched.errors import UserError
 from drlsched.policies import make_policy
+from drlsched.reclaim import RECLAIM_MODELS, ReclaimConfig
 from drlsched.scenarios import SCENARIOS
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 from drlsched.traces import TraceSelection, add_trace_arguments
+from drlsched.usage_trace import USAGE_FORMATS, load_usage
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +36,62 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                    help="rebalancing period at which policies may migrate pods (default: off)")
     p.add_argument("--allow-unschedulable", action="store_true",
                    help="count pods that fit no node even when empty, instead of stopping with an error")
+    add_reclaim_arguments(p)
+    p.add_argument("--usage-trace", metavar="PATH",
+                   help="replay real CPU usage series onto the LS pods: an Alibaba v2018 machine_usage or "
+                        "container_usage file, a Bitbrains VM file or folder, a Google 2011 per-job CSV")
+    p.add_argument("--usage-format", choices=USAGE_FORMATS, metavar="FMT",
+                   help=f"form of --usage-trace: {', '.join(USAGE_FORMATS)} (default: recognised by its header)")
+
+
+def _share(text: str) -> float:
+    """A share of a node's capacity, in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not (0 < value <= 1):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _reclaim_models(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(","))
+    bad = [x for x in names if x not in RECLAIM_MODELS]
+    if bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected one or more of {', '.join(RECLAIM_MODELS)} (comma-separated, "
+                                         f"no repeats), got {text!r}")
+    return names
+
+
+def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
+    """--reclaim MODEL and its thresholds (BE pods on reclaimed resources; docs/simulator.md)."""
+    g = p.add_argument_group("colocation (BE pods on reclaimed resources)")
+    g.add_argument("--reclaim", type=_reclaim_models, default=("none",), metavar="MODEL",
+                   help=f"how BE pods are admitted: {', '.join(RECLAIM_MODELS)} (default none: on requests); "
+                        "evaluate takes a comma-separated list and compares policy@model")
+    g.add_argument("--reclaim-cpu-threshold", type=_share, metavar="SHARE",
+                   help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
+    g.add_argument("--reclaim-mem-threshold", type=_share, metavar="SHARE",
+                   help="share of node memory the model may hand out (default 0.65)")
+    g.add_argument("--suppress-threshold", type=_share, metavar="SHARE",
+                   help="BE pods together get at most capacity x SHARE - LS usage (default: koordinator 0.65, "
+                        "borg/peak 1.0)")
+    g.add_argument("--interference", type=float, default=0.0, metavar="F",
+                   help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
+
+
+def single_reclaim(args: argparse.Namespace) -> str:
+    """The one --reclaim model of a command that runs a single simulation."""
+    if len(args.reclaim) != 1:
+        raise UserError(f"--reclaim takes one model here (a list is for evaluate), got {','.join(args.reclaim)}")
+    return str(args.reclaim[0])
+
+
+def reclaim_config(args: argparse.Namespace, model: str | None = None) -> ReclaimConfig:
+    return ReclaimConfig(model=model or single_reclaim(args), cpu_threshold=args.reclaim_cpu_threshold,
+                         mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
+                         interference=args.interference)
 
 
 def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
@@ -48,12 +106,19 @@ def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
 def workload_source(args: argparse.Namespace) -> WorkloadSource:
     if bool(args.scenario) == bool(args.trace):
         raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
-    return WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
-                          duration=args.duration, load=args.load)
+    if args.usage_format and not args.usage_trace:
+        raise UserError("--usage-format needs --usage-trace PATH")
+    source = WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
+                            duration=args.duration, load=args.load, usage_trace=args.usage_trace,
+                            usage_format=args.usage_format)
+    if args.usage_trace:
+        load_usage(args.usage_trace, args.usage_format)  # a bad file fails here, before any run
+    return source
 
 
-def sim_config(args: argparse.Namespace) -> SimConfig:
-    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable)
+def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfig:
+    return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable,
+                     reclaim=reclaim_config(args, reclaim))
 
 
 def fmt(value: object) -> str:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_float
-from drlsched.cli_common import add_workload_arguments, fmt, workload_source
+from drlsched.cli_common import add_workload_arguments, fmt, single_reclaim, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -35,6 +35,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from drlsched.replay import replay
 
+    if single_reclaim(args) != "none":
+        raise UserError(f"replay --reclaim {args.reclaim[0]}: the testbed has no reclaim controller yet (issue 14 §5); "
+                        "only --reclaim none replays")
     factory = workload_source(args)
     workload = factory(args.seed)
     core = _api(args.kubeconfig)

@@ -21,7 +21,7 @@ from drlsched.cli_common import (
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
-from drlsched.metrics import METRIC_KEYS
+from drlsched.metrics import COLOCATION_KEYS, METRIC_KEYS
 from drlsched.policies import BASELINES, make_policy
 from drlsched.report import BASELINE, table_markdown, write_plots, write_report
 from drlsched.simulator import Simulator
@@ -31,12 +31,13 @@ MAX_SEEDS = 1000
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     factory = workload_source(args)
+    config = sim_config(args)
     policy = make_policy(args.policy)
     workload = factory(args.seed)
     show = not args.quiet and sys.stderr.isatty()
     bar, update = progress_bar(show, f"{args.policy} on {workload.name}")
     try:
-        metrics = to_jsonable(Simulator(workload, policy, args.seed, sim_config(args), update).run())
+        metrics = to_jsonable(Simulator(workload, policy, args.seed, config, update).run())
     finally:
         if bar is not None:
             bar.close()
@@ -48,7 +49,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"{metrics['policy']} on {metrics['scenario']} (seed {metrics['seed']}, {metrics['nodes']} nodes, "
               f"{metrics['pods']} pods, {metrics['wall_s']:.2f} s wall, "
               f"{metrics['placements_per_s']:.0f} placements/s)")
-        for key in METRIC_KEYS:
+        for key in (*METRIC_KEYS, *COLOCATION_KEYS):
             print(f"  {key:24s} {fmt(metrics[key])}")
         for example in metrics.get("unschedulable_examples", []):
             print(f"  unschedulable: {example}")
@@ -73,8 +74,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
     factory(seeds[0]).validate_nodes()  # bad workload options fail before spawning workers
     includes = [_load_result(Path(p)) for p in args.include or []]
-    cfg = sim_config(args)
-    specs = [RunSpec(p, s, factory, cfg) for s in seeds for p in policies]
+    models = list(args.reclaim)
+    configs = {m: sim_config(args, m) for m in models}  # bad reclaim settings fail before any run
+    if len(models) > 1:  # each policy under each reclaim model is an entry of its own: policy@model
+        specs = [RunSpec(p, s, factory, configs[m], f"{p}@{m}") for s in seeds for m in models for p in policies]
+        policies = [f"{p}@{m}" for m in models for p in policies]
+        baseline = f"{BASELINE}@{models[0]}"
+    else:
+        specs = [RunSpec(p, s, factory, configs[models[0]]) for s in seeds for p in policies]
+        baseline = BASELINE
     t0 = time.perf_counter()
     show = not args.quiet
     bar = None
@@ -100,16 +108,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     workload_name = str(runs[0]["metrics"]["scenario"]) if runs else ""  # type: ignore[index]
     meta = {"workload": workload_name, "seeds": len(seeds), "seed_list": ", ".join(map(str, seeds)),
             "policies": policies, "wall_s": time.perf_counter() - t0, "nodes": args.nodes,
-            "duration": args.duration, "load": args.load}
+            "duration": args.duration, "load": args.load, "reclaim": ",".join(models), "baseline": baseline}
     results: dict[str, object] = {"meta": meta, "policies": summary}
-    if BASELINE in policies:
-        results[f"ratio_vs_{BASELINE}"] = paired_ratios(runs, policies, BASELINE)
+    if baseline in policies:
+        results[f"ratio_vs_{baseline}"] = paired_ratios(runs, policies, baseline)
     results["runs"] = [r["metrics"] for r in runs]
     write_json(out / "results.json", to_jsonable(results))
     plots = write_plots(out, runs, policies)
-    ratios = results.get(f"ratio_vs_{BASELINE}")
-    report = write_report(out, summary, policies, meta, plots, ratios)  # type: ignore[arg-type]
-    print(table_markdown(summary, policies))
+    ratios = results.get(f"ratio_vs_{baseline}")
+    report = write_report(out, summary, policies, meta, plots, ratios, baseline)  # type: ignore[arg-type]
+    print(table_markdown(summary, policies, baseline))
     print(f"\n{len(runs)} runs in {meta['wall_s']:.1f} s; results: {out / 'results.json'}, report: {report}")
     return 0
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
+from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec, QoS
 
 # kube-scheduler counts a pod without a cpu/memory request as 100m / 200Mi when scoring (NonZeroRequested).
 DEFAULT_MILLI_CPU = 100
@@ -30,20 +30,25 @@ class PodRequest:
     toleration_mask: int
     nz_cpu: int
     nz_mem: int
+    batch: bool = False  # a BE pod on reclaimed resources: cpu/mem are kubernetes.io/batch-cpu/-memory
 
-    def row(self) -> tuple[int, int, int, int, int, int]:
+    def row(self) -> tuple[int, int, int, int, int, int, int]:
         """The request as a row of `Cluster.fits_any`'s matrix (a parked pod's queueing-hint row)."""
-        return (self.cpu, self.mem, self.gpus, self.gpu_milli, self.model_mask, self.toleration_mask)
+        return (self.cpu, self.mem, self.gpus, self.gpu_milli, self.model_mask, self.toleration_mask,
+                int(self.batch))
 
 
-REQUEST_ROW = 6  # columns of PodRequest.row()
+REQUEST_ROW = 7  # columns of PodRequest.row()
 
 
 class Cluster:
     """Allocatable capacity, reserved requests, GPU shares and measured usage of every node."""
 
-    def __init__(self, nodes: list[NodeSpec]) -> None:
+    def __init__(self, nodes: list[NodeSpec], reclaim: bool = False) -> None:
         self.specs = nodes
+        # With reclaim, BE pods request batch resources (Koordinator's kubernetes.io/batch-cpu, batch-memory):
+        # they fit against the node's batch allocatable minus the BE pods already bound, not against requests.
+        self.reclaim = reclaim
         self.names = [n.name for n in nodes]
         n = len(nodes)
         self.size = n
@@ -87,6 +92,11 @@ class Cluster:
         self.use_cpu = np.zeros(n, dtype=np.float64)
         self.use_mem = np.zeros(n, dtype=np.float64)
         self.use_gpu = np.zeros(n, dtype=np.float64)
+        # Batch allocatable (set by the reclaim model) and the batch requests of the BE pods bound.
+        self.batch_cpu = np.zeros(n, dtype=np.int64)
+        self.batch_mem = np.zeros(n, dtype=np.int64)
+        self.be_cpu = np.zeros(n, dtype=np.int64)
+        self.be_mem = np.zeros(n, dtype=np.int64)
 
     # --- requests -----------------------------------------------------------------------------------------
 
@@ -105,11 +115,14 @@ class Cluster:
             tol |= self.taint_bit.get(t, 0)
         return PodRequest(cpu=pod.cpu_m, mem=pod.mem_mib, gpus=count, gpu_milli=milli, model_mask=mask,
                           toleration_mask=tol, nz_cpu=pod.cpu_m or DEFAULT_MILLI_CPU,
-                          nz_mem=pod.mem_mib or DEFAULT_MEMORY_MIB)
+                          nz_mem=pod.mem_mib or DEFAULT_MEMORY_MIB, batch=self.reclaim and pod.qos == QoS.BE)
 
     def feasible(self, r: PodRequest) -> np.ndarray:
         """NodeResourcesFit on requests, plus GPU count/share, GPU model and NoSchedule taints: bool[N]."""
-        ok = (self.cap_cpu - self.req_cpu >= r.cpu) & (self.cap_mem - self.req_mem >= r.mem)
+        if r.batch:
+            ok = (self.batch_cpu - self.be_cpu >= r.cpu) & (self.batch_mem - self.be_mem >= r.mem)
+        else:
+            ok = (self.cap_cpu - self.req_cpu >= r.cpu) & (self.cap_mem - self.req_mem >= r.mem)
         ok &= self.pods < self.max_pods
         if r.gpus:
             if r.gpu_milli >= GPU_MILLI:
@@ -123,10 +136,27 @@ class Cluster:
         return ok
 
     def fits_any(self, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """bool[k]: whether each request row (`PodRequest.row`, int64[k, 6]) fits at least one of `nodes` now, by
+        """bool[k]: whether each request row (`PodRequest.row`, int64[k, 7]) fits at least one of `nodes` now, by
         the same rules as `feasible` (NodeResourcesFit's queueing hint for a node whose room grew)."""
-        cpu, mem, gpus, milli, model, tol = (rows[:, i, None] for i in range(REQUEST_ROW))
-        ok = (cpu <= (self.cap_cpu - self.req_cpu)[nodes]) & (mem <= (self.cap_mem - self.req_mem)[nodes])
+        free_cpu, free_mem = (self.cap_cpu - self.req_cpu)[nodes], (self.cap_mem - self.req_mem)[nodes]
+        if not self.reclaim:
+            return self._fits_any(rows, nodes, free_cpu, free_mem)
+        be_cpu, be_mem = (self.batch_cpu - self.be_cpu)[nodes], (self.batch_mem - self.be_mem)[nodes]
+        batch = rows[:, 6] != 0
+        if self.taint_bit or rows[:, 2].any():
+            b = batch[:, None]
+            return self._fits_any(rows, nodes, np.where(b, be_cpu, free_cpu), np.where(b, be_mem, free_mem))
+        # Parked BE pods are many when batch room is scarce, and CPU/memory-only rows are checked against the
+        # nodes' Pareto frontier of free room instead of every node: O(k log nodes), not O(k × nodes).
+        room = (self.pods < self.max_pods)[nodes]
+        out = fits_cpu_mem(rows[:, 0], rows[:, 1], free_cpu[room], free_mem[room])
+        out[batch] = fits_cpu_mem(rows[batch, 0], rows[batch, 1], be_cpu[room], be_mem[room])
+        return out
+
+    def _fits_any(self, rows: np.ndarray, nodes: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray
+                  ) -> np.ndarray:
+        cpu, mem, gpus, milli, model, tol = (rows[:, i, None] for i in range(REQUEST_ROW - 1))
+        ok = (cpu <= free_cpu) & (mem <= free_mem)
         ok &= (self.pods < self.max_pods)[nodes]
         whole = np.where(milli >= GPU_MILLI, self.full_free_gpus[nodes] >= gpus, self.max_gpu_free[nodes] >= milli)
         model_ok = (model == 0) | ((self.node_model_bit[nodes] & model) != 0)
@@ -182,8 +212,12 @@ class Cluster:
         self._add(node, r, gpu_ids, -1)
 
     def _add(self, node: int, r: PodRequest, gpu_ids: tuple[int, ...], sign: int) -> None:
-        self.req_cpu[node] += sign * r.cpu
-        self.req_mem[node] += sign * r.mem
+        if r.batch:
+            self.be_cpu[node] += sign * r.cpu
+            self.be_mem[node] += sign * r.mem
+        else:
+            self.req_cpu[node] += sign * r.cpu
+            self.req_mem[node] += sign * r.mem
         self.nz_cpu[node] += sign * r.nz_cpu
         self.nz_mem[node] += sign * r.nz_mem
         self.pods[node] += sign
@@ -203,3 +237,18 @@ class Cluster:
         assert np.all(self.req_cpu >= 0) and np.all(self.req_mem >= 0), "negative requests"
         assert np.all(self.pods <= self.max_pods), "too many pods"
         assert np.all((self.gpu_free >= 0) & (self.gpu_free <= GPU_MILLI)), "GPU share out of range"
+
+
+def fits_cpu_mem(cpu: np.ndarray, mem: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray) -> np.ndarray:
+    """bool[k]: whether some node has free_cpu >= cpu[i] and free_mem >= mem[i]. Only the nodes no other node beats
+    on both count (the Pareto frontier); sorted by CPU ascending their memory descends, so the first frontier node
+    with enough CPU has the most memory among those that do."""
+    order = np.lexsort((-free_mem, -free_cpu))  # CPU descending, then memory descending
+    c, m = free_cpu[order], free_mem[order]
+    best_before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], m[:-1]])) if m.size else m
+    front = m > best_before
+    fc, fm = c[front][::-1], m[front][::-1]
+    i = np.searchsorted(fc, cpu, side="left")
+    ok = i < fc.size
+    ok[ok] = fm[i[ok]] >= mem[ok]
+    return ok

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drlsched.metrics import METRIC_KEYS
+from drlsched.metrics import COLOCATION_KEYS, METRIC_KEYS
 from drlsched.simulator import SimConfig, Simulator
 from drlsched.workload import Workload
 
@@ -44,6 +44,7 @@ class RunSpec:
     seed: int
     workload: Callable[[int], Workload]
     config: SimConfig
+    label: str | None = None  # reported as the run's policy (e.g. policy@reclaim-model); None = the policy's name
 
 
 def run_one(spec: RunSpec) -> dict[str, object]:
@@ -52,6 +53,8 @@ def run_one(spec: RunSpec) -> dict[str, object]:
 
     sim = Simulator(spec.workload(spec.seed), make_policy(spec.policy), spec.seed, spec.config)
     metrics = sim.run()
+    if spec.label:
+        metrics["policy"] = spec.label
     series = sim.series
     step = max(1, len(series) // MAX_SERIES_POINTS)
     jct = np.frombuffer(sim.acc.jct, dtype=np.float64)
@@ -89,6 +92,9 @@ def aggregate(runs: list[dict[str, object]], policies: list[str]) -> dict[str, d
         entry: dict[str, object] = {"seeds": [m["seed"] for m in mine]}  # type: ignore[index]
         for key in (*METRIC_KEYS, "wall_s", "placements_per_s"):
             entry[key] = mean_ci([float(m[key]) for m in mine])  # type: ignore[index]
+        for key in COLOCATION_KEYS:  # absent from metrics files written before they existed
+            if mine and all(key in m for m in mine):  # type: ignore[operator]
+                entry[key] = mean_ci([float(m[key]) for m in mine])  # type: ignore[index]
         out[policy] = entry
     return out
 

@@ -14,6 +14,8 @@ METRIC_KEYS = ("jct_p50_s", "jct_p99_s", "pending_p99_s", "cpu_util", "mem_util"
                "gpu_alloc", "sla_violation_rate", "migrations", "cross_node_traffic_gb", "gpu_fragmentation",
                "gpu_fragmented", "gpu_unallocated", "pods_scheduled", "pods_unschedulable", "makespan_s")
 RUN_KEYS = ("policy", "scenario", "seed", "nodes", "pods", "wall_s", "placements_per_s")
+# Colocation keys (reclaimed resources, QoS enforcement; docs/simulator.md), reported by every simulated run.
+COLOCATION_KEYS = ("evictions", "be_pending_p99_s", "cpu_util_reclaimed", "ls_slowdown_p50", "ls_slowdown_p99")
 SERIES_KEYS = ("t", "cpu_util", "mem_util", "gpu_util", "cpu_alloc", "gpu_alloc", "pending", "running",
                "gpu_fragmentation")
 
@@ -27,6 +29,10 @@ class Accumulator:
     ls_pods: int = 0
     ls_violations: int = 0
     migrations: int = 0
+    evictions: int = 0
+    be_pending: array = field(default_factory=lambda: array("d"))
+    ls_slowdown: array = field(default_factory=lambda: array("d"))  # per LS pod: mean slowdown over its life
+    cpu_reclaimed_s: float = 0.0  # Σ CPU granted to BE pods on reclaimed resources · dt
     cross_node_mb: float = 0.0
     cross_rack_mb: float = 0.0
     pods_arrived: int = 0
@@ -76,4 +82,15 @@ def summarize(acc: Accumulator, *, total_cpu: int, total_mem: int, total_gpu_mil
         "pods_scheduled": acc.pods_scheduled,
         "pods_unschedulable": acc.pods_unschedulable,
         "makespan_s": max(0.0, acc.last_finish - (acc.first_arrival or 0.0)),
+        **colocation_summary(acc),
+    }
+
+
+def colocation_summary(acc: Accumulator) -> dict[str, float]:
+    return {
+        "evictions": acc.evictions,
+        "be_pending_p99_s": _pct(acc.be_pending, 99),
+        "cpu_util_reclaimed": acc.cpu_reclaimed_s / acc.cpu_use_s if acc.cpu_use_s > 0 else 0.0,
+        "ls_slowdown_p50": _pct(acc.ls_slowdown, 50),
+        "ls_slowdown_p99": _pct(acc.ls_slowdown, 99),
     }

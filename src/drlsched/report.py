@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from drlsched.metrics import SERIES_KEYS
+from drlsched.metrics import COLOCATION_KEYS, SERIES_KEYS
 
 BASELINE = "k8s-default"
 # (metric key, column title, format of the mean, scale for display)
@@ -34,8 +35,8 @@ def _cell(entry: dict, key: str, fmt: str, scale: float, base: dict | None) -> s
     return text
 
 
-def table_markdown(summary: dict[str, dict], policies: list[str]) -> str:
-    base = summary.get(BASELINE)
+def table_markdown(summary: dict[str, dict], policies: list[str], baseline: str = BASELINE) -> str:
+    base = summary.get(baseline)
     head = "| Policy | " + " | ".join(title for _, title, _, _ in TABLE_COLUMNS) + " |"
     rule = "|---|" + "---|" * len(TABLE_COLUMNS)
     rows = [head, rule]
@@ -59,15 +60,15 @@ def ratio_markdown(ratios: dict[str, dict]) -> str:
 
 
 def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta: dict[str, object],
-                 plots: list[str], ratios: dict[str, dict] | None = None) -> Path:
+                 plots: list[str], ratios: dict[str, dict] | None = None, baseline: str = BASELINE) -> Path:
     lines = [
         f"# drlsched evaluation: {meta['workload']}",
         "",
         f"{meta['seeds']} paired seed(s) ({meta['seed_list']}); every policy replays the same workloads. "
         "Values are means ± the half-width of the 95% confidence interval (Student t); in parentheses the "
-        f"change relative to `{BASELINE}`.",
+        f"change relative to `{baseline}`.",
         "",
-        table_markdown(summary, policies),
+        table_markdown(summary, policies, baseline),
         "",
         "Other metrics (means): ",
         "",
@@ -84,8 +85,18 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
             f"{e['gpu_unallocated']['mean']:.1f} | {e['gpu_fragmented']['mean']:.1f} | "
             f"{e['pods_scheduled']['mean']:.0f} | {e['pods_unschedulable']['mean']:.0f} | "
             f"{e['makespan_s']['mean']:.0f} | {e['placements_per_s']['mean']:.0f} |")
+    coloc = [p for p in policies if all(k in summary[p] for k in COLOCATION_KEYS)]
+    if coloc:
+        lines += ["", "Colocation (means; docs/simulator.md):", "",
+                  "| Policy | evictions | BE pending p99 (s) | CPU on reclaimed (%) | LS slowdown p50 | "
+                  "LS slowdown p99 |", "|---|---|---|---|---|---|"]
+        for p in coloc:
+            e = summary[p]
+            lines.append(f"| {p} | {e['evictions']['mean']:.1f} | {e['be_pending_p99_s']['mean']:.1f} | "
+                         f"{100 * e['cpu_util_reclaimed']['mean']:.1f} | {e['ls_slowdown_p50']['mean']:.2f} | "
+                         f"{e['ls_slowdown_p99']['mean']:.2f} |")
     if ratios:
-        lines += ["", f"Paired ratio to `{BASELINE}` (policy / baseline on the same seed; mean ± 95% CI; n/a where "
+        lines += ["", f"Paired ratio to `{baseline}` (policy / baseline on the same seed; mean ± 95% CI; n/a where "
                   "the baseline is 0):", "", ratio_markdown(ratios)]
     lines += ["", "Metric definitions: docs/simulator.md.", ""]
     lines += [f"![{name}]({name})" for name in plots]
@@ -135,4 +146,27 @@ def write_plots(out: Path, runs: list[dict], policies: list[str]) -> list[str]:
     fig.savefig(out / "jct_cdf.png", dpi=110)
     plt.close(fig)
     names.append("jct_cdf.png")
+    names.append(_util_vs_sla(out, runs, policies, plt))
     return names
+
+
+def _util_vs_sla(out: Path, runs: list[dict], policies: list[str], plt: Any) -> str:
+    """util_vs_sla.png: each policy (or policy@reclaim model) a point, CPU utilisation against the share of LS pods
+    violating their SLA, with 95% CIs over seeds: the operating points an operator chooses between."""
+    from drlsched.evaluate import mean_ci
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for p in policies:
+        mine = [r["metrics"] for r in runs if r["metrics"]["policy"] == p]
+        util = mean_ci([100 * float(m["cpu_util"]) for m in mine])
+        sla = mean_ci([100 * float(m["sla_violation_rate"]) for m in mine])
+        ax.errorbar(sla["mean"], util["mean"], xerr=sla["ci95"], yerr=util["ci95"], fmt="o", capsize=3, label=p)
+    ax.axvline(5.0, color="grey", linestyle=":", linewidth=1)  # the article's bound: < 5% SLA-violating pods
+    ax.set_xlabel("LS pods violating their SLA (%)")
+    ax.set_ylabel("CPU utilisation (%)")
+    ax.set_title("Utilisation vs SLA (mean ± 95% CI over seeds)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "util_vs_sla.png", dpi=110)
+    plt.close(fig)
+    return "util_vs_sla.png"

@@ -198,6 +198,7 @@ class Scenario:
     default_duration_s: float
     build: Callable[[int, float, float, np.random.Generator], tuple[list[NodeSpec], Iterator[PodSpec],
                                                                       Callable[[float], float] | None]]
+    drain_s: float | None = None  # simulated time after the window; None = the simulator's default
 
 
 def _poisson_jobs(rng: np.random.Generator, gen: JobGen, rate: float, duration: float, prefix: str,
@@ -328,6 +329,48 @@ def _build_mixed(n: int, duration: float, load: float, rng: np.random.Generator)
     return nodes, _merge(svc, batch), demand.usage
 
 
+# --- colocation: Alibaba v2018's online services on requests, batch jobs as BE pods (../traces/usage/README.md) --
+
+# Online containers' CPU usage as a share of their request (Alibaba v2018 container_usage snapshot, 60,035
+# containers: 9.4% idle, p50 7%, p90 27%, p95 35%, p99 49%; mean 11%).
+_LS_USAGE = quantile_sampler([0.0, 0.094, 0.5, 0.9, 0.95, 0.99, 1.0], [0.002, 0.004, 0.07, 0.27, 0.35, 0.49, 0.9])
+COLOCATION_LS_SHARE = 0.80  # online containers' requests / machine cores (mean 0.80, p90 1.29)
+COLOCATION_BE_SHARE = 0.6  # BE demand (requests × run time) offered per second, share of the cluster's CPU
+
+
+def _online_app(rng: np.random.Generator, job: str, t: float) -> list[PodSpec]:
+    """An online application: replicas of one container shape (78% ask 4 cores, 20% 8, 2% 16; 2 GiB per core),
+    each with its own usage level drawn from the snapshot; they run until the end of the simulation."""
+    replicas = int(rng.choice([1, 2, 4, 8], p=[0.4, 0.3, 0.2, 0.1]))
+    cpu = int(rng.choice([4000, 8000, 16000], p=[0.78, 0.20, 0.02]))
+    usage = _LS_USAGE(rng, replicas)
+    return [PodSpec(uid=f"{job}-r{i}", job_id=job, task="app", arrival_s=t, cpu_m=cpu, mem_mib=cpu * 2,
+                    qos=QoS.LS, priority=100, work_s=None, service=True, usage_cpu=float(usage[i]), usage_cv=0.4,
+                    usage_mem=0.6) for i in range(replicas)]
+
+
+def _be_batch_job(rng: np.random.Generator, job: str, t: float, max_s: float = 3600.0) -> list[PodSpec]:
+    """An Alibaba v2018 batch job (`batch` scenario's statistics) whose pods are all best-effort."""
+    pods = _batch_job(rng, job, t, max_s)
+    for p in pods:
+        p.qos = QoS.BE
+    return pods
+
+
+def _build_colocation(n: int, duration: float, load: float, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+    nodes = uniform_nodes(n, 96_000, 393_216)  # Alibaba v2018 machines: 96 cores
+    cap = sum(x.cpu_m for x in nodes)
+    app_rng = np.random.default_rng(rng.integers(2**63))
+    apps: list[PodSpec] = []
+    while sum(p.cpu_m for p in apps) < COLOCATION_LS_SHARE * cap:
+        apps.extend(_online_app(app_rng, f"app{len(apps):05d}", 0.0))
+    demand = DiurnalDemand(duration, np.random.default_rng(rng.integers(2**63)))
+    gen = _capped(_be_batch_job, duration)
+    rate = COLOCATION_BE_SHARE / TARGET_OFFERED_LOAD * _rate(gen, rng, cap, load, "cpu")
+    batch = _poisson_jobs(np.random.default_rng(rng.integers(2**63)), gen, rate, duration, "be", True)
+    return nodes, _merge(iter(apps), batch), demand.usage
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("ecommerce", "long-running latency-sensitive services, diurnal load with x5 bursts", 30, 3600.0,
              _build_ecommerce),
@@ -337,6 +380,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("ml-gpu", "openb/PAI-like GPU pods: shared GPUs, multi-GPU, model constraints, elastic", 40,
              7200.0, _build_ml_gpu),
     Scenario("mixed", "latency-sensitive services co-located with batch jobs", 30, 1800.0, _build_mixed),
+    Scenario("colocation", "Alibaba-v2018-like online services (requests 80% of CPU, usage 11% of requests) with "
+             "best-effort batch jobs: the reclaim models' world (--reclaim)", 10, 1800.0, _build_colocation,
+             drain_s=0.0),
 ]}
 
 
@@ -357,4 +403,4 @@ def make_scenario(name: str, *, nodes: int | None = None, duration: float | None
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5CE]))
     node_specs, pods, curve = scenario.build(n, dur, load, rng)
     return Workload(name=name, nodes=node_specs, pods=pods, duration_s=dur, load_curve=curve,
-                    info={"seed": seed, "load": load})
+                    info={"seed": seed, "load": load}, drain_s=scenario.drain_s)

@@ -24,7 +24,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,15 @@ from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S
 from drlsched.metrics import Accumulator, summarize
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
+from drlsched.reclaim import (
+    RHO_MAX,
+    ReclaimConfig,
+    UsageWindow,
+    batch_allocatable,
+    borg_reservations,
+    cpu_shares,
+    ls_slowdown,
+)
 from drlsched.sched.cycle import decide, fits_somewhere, gpu_options, hint_request, pod_context
 from drlsched.sched.jobs import Job, JobBook
 from drlsched.sched.queue import Entry, SchedulingQueue
@@ -64,10 +73,11 @@ class SimConfig:
     allow_unschedulable: bool = False  # pods that fit no empty node: count them instead of failing
     check_invariants: bool = False
     series: bool = True
+    reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)  # BE pods on reclaimed resources; off by default
 
 
 class _Job(Job["_Run"]):
-    __slots__ = ("done", "last_done", "placed", "racks", "submit", "talkers", "total", "unplaceable")
+    __slots__ = ("done", "last_done", "placed", "racks", "service", "submit", "talkers", "total", "unplaceable")
 
     def __init__(self, submit: float) -> None:
         super().__init__()
@@ -79,11 +89,13 @@ class _Job(Job["_Run"]):
         self.racks: Counter[int] = Counter()
         self.talkers: dict[_Run, None] = {}  # running pods with service traffic (ordered: deterministic sums)
         self.unplaceable = False
+        self.service = False  # has long-running pods: not a job that finishes, left out of the JCT
 
 
 class _Run:
-    __slots__ = ("bind_t", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "remote_mb", "req",
-                 "sat0", "sat_time", "service_end", "slot", "spec", "start_t", "startup", "state", "traffic_t", "work")
+    __slots__ = ("bind_t", "clk", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "remote_mb",
+                 "req", "sat0", "sat_time", "series", "service_end", "slot", "slow0", "slow_sum", "spec", "start_t",
+                 "startup", "state", "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
         self.spec = spec
@@ -95,6 +107,7 @@ class _Run:
         self.bind_t = -1.0
         self.start_t = -1.0
         self.node = -1
+        self.clk = -1  # its progress clock: its node's, or with reclaim its node's BE clock (node + nodes) for BE
         self.gpu_ids: tuple[int, ...] = ()
         self.gpus = spec.gpus
         self.req: PodRequest | None = None
@@ -103,6 +116,9 @@ class _Run:
         self.slot = -1
         self.sat0 = 0.0
         self.sat_time = 0.0
+        self.slow0 = 0.0
+        self.slow_sum = 0.0  # ∫ slowdown dt while running (LS latency relative to an idle node)
+        self.series = -1  # the real usage series driving its CPU (--usage-trace), -1 = none
         self.work = 0.0
         self.remote_mb = 0.0
         self.service_end = INF
@@ -118,33 +134,44 @@ class Simulator:
         self.seed = seed
         self.cfg = config or SimConfig()
         self.progress = progress
-        self.cluster = Cluster(workload.nodes)
+        self.rc = self.cfg.reclaim
+        self.reclaim = self.rc.enabled
+        self.cluster = Cluster(workload.nodes, reclaim=self.reclaim)
         seeds = np.random.SeedSequence(seed).spawn(3)
         self.rng_pod = np.random.default_rng(seeds[0])  # per-pod draws in arrival order: same for every policy
         self.rng_use = np.random.default_rng(seeds[1])
         policy.reset(self.cluster, np.random.default_rng(seeds[2]))
         dur = max(workload.duration_s, 1.0)
         self.tick_s = self.cfg.tick_s or max(15.0, dur / 4000.0)
-        self.end_t = horizon(workload.duration_s, self.cfg.drain_s)
+        self.end_t = horizon(workload.duration_s, self.cfg.drain_s if self.cfg.drain_s is not None
+                             else workload.drain_s)
         self.load_curve = workload.load_curve
         self.shapes = ShapeCounter()
         self.frag = FragmentationTracker(self.cluster, self.shapes) if self.cluster.total_gpu_milli else None
         self.acc = Accumulator()
         n = self.cluster.size
-        # Per-node contention state: virtual clock of batch progress, cumulative CPU-saturated time.
+        # Per-clock contention state: virtual clock of batch progress, cumulative CPU-saturated time, cumulative
+        # LS slowdown. One clock per node; with reclaim a second one per node (index node + n) for its BE pods,
+        # which progress at their own share (CPU suppression).
         # Python lists, not arrays: they are read and written one node at a time on every pod event, where
         # numpy scalar access costs several times more; usage ticks convert them to arrays once.
-        self.speed = [1.0] * n
-        self.clock = [0.0] * n
-        self.sat_cum = [0.0] * n
-        self.node_t = [0.0] * n
-        self.saturated = [False] * n
-        self.node_heap: list[list] = [[] for _ in range(n)]
-        self.node_ver = [0] * n
-        self.eff_cpu = [0.0] * n  # min(usage, capacity)
+        k = 2 * n if self.reclaim else n
+        self.speed = [1.0] * k
+        self.clock = [0.0] * k
+        self.sat_cum = [0.0] * k
+        self.slow = [1.0] * k  # LS slowdown on the node (ls_slowdown of its CPU utilisation)
+        self.slow_cum = [0.0] * k
+        self.node_t = [0.0] * k
+        self.saturated = [False] * k
+        self.node_heap: list[list] = [[] for _ in range(k)]
+        self.node_ver = [0] * k
+        self.eff_cpu = [0.0] * n  # min(usage, capacity); with reclaim, what the CPU shares grant
+        self.be_eff = [0.0] * n  # of which BE pods (with reclaim)
+        self.use_be = [0.0] * n  # BE pods' CPU demand (with reclaim)
         self.cap_cpu = [float(x) for x in self.cluster.cap_cpu]
         # Cluster-wide sums kept current as pods come and go, integrated over time by _advance.
         self.sum_eff_cpu = 0.0
+        self.sum_be_eff = 0.0
         self._mem_now = 0.0
         self._gpu_now = 0.0
         self._req_cpu_now = 0
@@ -157,6 +184,29 @@ class Simulator:
         self.s_sigma = np.zeros(cap)
         self.s_service = np.zeros(cap, dtype=bool)
         self.s_use = np.zeros((cap, 3))
+        self._slot_arrays = ["s_node", "s_base", "s_sigma", "s_service", "s_use"]
+        if self.reclaim:
+            # Per running pod: BE or not, requests (cpu, mem), start time, Borg reservation, CPU usage history.
+            self.hist_w = max(1, math.ceil(self.rc.window_s / self.tick_s))
+            self.s_be = np.zeros(cap, dtype=bool)
+            self.s_req = np.zeros((cap, 2))
+            self.s_start = np.zeros(cap)
+            self.s_resv = np.zeros((cap, 2))
+            self.s_hist = np.zeros((cap, self.hist_w))
+            self._slot_arrays += ["s_be", "s_req", "s_start", "s_resv", "s_hist"]
+            self.window = UsageWindow(n, self.hist_w)
+            self.hist_i = 0
+            self.reclaim_t = self.rc.period_s  # batch allocatable is 0 until the first usage report
+            self.resv_t = 0.0
+            self.low_since = np.full(n, INF)  # since when BE CPU satisfaction has been low, per node
+            self.satisfaction = np.ones(n)
+        self.usage = workload.usage
+        if self.usage is not None:
+            # Real usage series, resampled to the tick, handed to LS pods in arrival order from a seeded start.
+            self.u_grid, self.u_len = self.usage.grid(self.tick_s)
+            self.u_next = seed % len(self.u_len)
+            self.s_series = np.full(cap, -1, dtype=np.int64)
+            self._slot_arrays.append("s_series")
         self.by_uid: dict[str, _Run] = {}
         self._fit_cache: dict[tuple, bool] = {}
         self.jobs: dict[str, _Job] = {}
@@ -223,6 +273,7 @@ class Simulator:
             "policy": self.policy.name,
             "scenario": self.workload.name,
             "seed": self.seed,
+            "reclaim": self.rc.model,
             "nodes": self.cluster.size,
             "pods": self.acc.pods_arrived,
         }
@@ -278,6 +329,7 @@ class Simulator:
         if dt > 0 and self.acc.first_arrival is not None:
             a = self.acc
             a.cpu_use_s += self.sum_eff_cpu * dt
+            a.cpu_reclaimed_s += self.sum_be_eff * dt
             a.mem_use_s += self._mem_now * dt
             a.gpu_use_s += self._gpu_now * dt
             a.cpu_alloc_s += self._req_cpu_now * dt
@@ -287,26 +339,58 @@ class Simulator:
         self.now = t
 
     def _touch(self, node: int, t: float) -> None:
-        """Bring a node's virtual clock and saturated-time counter up to t before its state changes."""
+        """Bring a clock (its virtual time, saturated time and slowdown integral) up to t before its state
+        changes."""
         dt = t - self.node_t[node]
         if dt > 0:
             self.clock[node] += dt * self.speed[node]
             if self.saturated[node]:
                 self.sat_cum[node] += dt
+            self.slow_cum[node] += dt * self.slow[node]
             self.node_t[node] = t
 
     def _refresh(self, node: int, t: float, force: bool = False) -> None:
         """Recompute a node's speed and saturation after its usage changed; re-plan its next completion."""
+        if self.reclaim:
+            self._refresh_shared(node, t, force)
+            return
         use = float(self.cluster.use_cpu[node])
         cap = self.cap_cpu[node]
         eff = min(use, cap)
         self.sum_eff_cpu += eff - self.eff_cpu[node]
         self.eff_cpu[node] = eff
         self.saturated[node] = use > cap * (1 + 1e-9)
+        self.slow[node] = 1.0 / (1.0 - min(eff / cap, RHO_MAX))
         speed = cap / use if use > cap else 1.0
         if speed != self.speed[node] or force:
             self.speed[node] = speed
             self._plan_node(node, t)
+
+    def _refresh_shared(self, node: int, t: float, force: bool) -> None:
+        """With reclaim: the node's CPU shared between its non-BE and BE pods (`cpu_shares`); both clocks move."""
+        be = node + self.cluster.size
+        self._touch(node, t)
+        self._touch(be, t)
+        d_be = self.use_be[node]
+        d_ls = max(float(self.cluster.use_cpu[node]) - d_be, 0.0)
+        share = cpu_shares(self.cap_cpu[node], d_ls, d_be, self.rc.suppress, self._crowd(node), min, max)
+        ls_speed, be_speed, ls_alloc, be_alloc, slow = share
+        eff = ls_alloc + be_alloc
+        self.sum_eff_cpu += eff - self.eff_cpu[node]
+        self.sum_be_eff += be_alloc - self.be_eff[node]
+        self.eff_cpu[node] = eff
+        self.be_eff[node] = be_alloc
+        self.slow[node] = slow
+        self.saturated[node] = slow > self.rc.ls_slowdown_target
+        for clk, speed in ((node, ls_speed), (be, be_speed)):
+            if speed != self.speed[clk] or force:
+                self.speed[clk] = speed
+                self._plan_node(clk, t)
+
+    def _crowd(self, node: int) -> float:
+        """Interference: 1 + the configured slowdown per co-running pod (Borg's CPI study: ~0.3% each)."""
+        f = self.rc.interference
+        return 1.0 + f * max(int(self.cluster.pods[node]) - 1, 0) if f else 1.0
 
     def _plan_node(self, node: int, t: float) -> None:
         heap = self.node_heap[node]
@@ -328,9 +412,13 @@ class Simulator:
         if job is None:
             job = self.jobs[spec.job_id] = _Job(spec.arrival_s)
         job.total += 1
+        job.service |= spec.service
         startup = spec.startup_s if spec.startup_s is not None else self._draw_startup(self.rng_pod)
         run = _Run(spec, job, startup)
         run.req = self.cluster.request(spec)
+        if self.usage is not None and spec.qos == QoS.LS:
+            run.series = self.u_next
+            self.u_next = (self.u_next + 1) % len(self.u_len)
         run.hint = hint_request(spec, self.cluster, run.req).row()
         self.shapes.add(run.req.cpu, run.req.gpus, run.req.gpu_milli, run.req.model_mask)
         if not self._fits_somewhere_empty(run):
@@ -432,6 +520,8 @@ class Simulator:
             run.bind_t = t
             self.acc.pods_scheduled += 1
             self.acc.pending.append(t - run.ready_t)
+        if run.spec.qos == QoS.BE:
+            self.acc.be_pending.append(t - run.ready_t)
         self.pending_count -= 1
         run.state = _STARTING
         self.starting += 1
@@ -462,9 +552,11 @@ class Simulator:
             work = (run.work or work) + remote_mb * 8.0 / (self.cfg.nic_gbps * 1000.0)
         run.work = work
         # usage slot
-        self._touch(node, t)
+        clk = run.clk = node + c.size if c.reclaim and spec.qos == QoS.BE else node
+        self._touch(clk, t)
         self._add_slot(run, t)
-        run.sat0 = self.sat_cum[node]
+        run.sat0 = self.sat_cum[clk]
+        run.slow0 = self.slow_cum[clk]
         if spec.service or not math.isfinite(work):
             if math.isfinite(work):
                 if run.service_end == INF:  # a migrated service keeps its deletion time
@@ -472,8 +564,8 @@ class Simulator:
                 self._push(max(t, run.service_end), _SERVICE_END, (run, run.epoch))
             self._refresh(node, t)
         else:
-            heap = self.node_heap[node]
-            heapq.heappush(heap, (self.clock[node] + work, next(self.seq), run, run.epoch))
+            heap = self.node_heap[clk]
+            heapq.heappush(heap, (self.clock[clk] + work, next(self.seq), run, run.epoch))
             # The planned completion event stays valid unless this pod finishes first (or the speed changed).
             self._refresh(node, t, force=heap[0][2] is run)
         if spec.traffic_mbps > 0:
@@ -519,17 +611,36 @@ class Simulator:
         self.s_service[i] = spec.service
         # As at usage ticks, the load curve scales the CPU of services; memory and GPU keep their mean.
         use_cpu = base_cpu * self.load_curve(t) if (spec.service and self.load_curve) else base_cpu
+        if self.usage is not None:
+            self.s_series[i] = run.series
+            if run.series >= 0:  # a real series drives its CPU: request × the series (× its mean ratio if a shape)
+                base_cpu = r.cpu * (spec.usage_cpu if self.usage.relative else 1.0)  # type: ignore[union-attr]
+                self.s_base[i, 0] = base_cpu
+                self.s_sigma[i] = 0.0
+                use_cpu = base_cpu * float(self.u_grid[run.series, int(t // self.tick_s) % self.u_len[run.series]])
         self.s_use[i] = (use_cpu, base_mem, base_gpu)
+        if self.reclaim:
+            be = spec.qos == QoS.BE
+            self.s_be[i] = be
+            self.s_req[i] = (r.cpu, r.mem)  # type: ignore[union-attr]
+            self.s_start[i] = t
+            self.s_resv[i] = (r.cpu, r.mem)  # type: ignore[union-attr]
+            self.s_hist[i] = r.cpu  # type: ignore[union-attr]  # the peak predictor starts from the request
+            if be:
+                self.use_be[run.node] += use_cpu
         self._apply_use(run.node, use_cpu, base_mem, base_gpu)
 
     def _remove_slot(self, run: _Run) -> None:
         i, last = run.slot, len(self.slot_runs) - 1
         use_cpu, use_mem, use_gpu = self.s_use[i].tolist()
+        if self.reclaim and self.s_be[i]:
+            self.use_be[run.node] -= use_cpu
         self._apply_use(run.node, -use_cpu, -use_mem, -use_gpu)
         moved = self.slot_runs[last]
         self.slot_runs[i] = moved
         moved.slot = i
-        for arr in (self.s_node, self.s_base, self.s_sigma, self.s_service, self.s_use):
+        for name in self._slot_arrays:
+            arr = getattr(self, name)
             arr[i] = arr[last]
         self.slot_runs.pop()
         run.slot = -1
@@ -548,16 +659,16 @@ class Simulator:
             self._gpu_now += gpu
 
     def _grow_slots(self) -> None:
-        for name in ("s_node", "s_base", "s_sigma", "s_service", "s_use"):
+        for name in self._slot_arrays:
             arr = getattr(self, name)
             new = np.zeros((arr.shape[0] * 2, *arr.shape[1:]), dtype=arr.dtype)
             new[: arr.shape[0]] = arr
             setattr(self, name, new)
 
-    def _node_done(self, node: int, t: float) -> None:
-        self._touch(node, t)
-        heap = self.node_heap[node]
-        clock = self.clock[node]
+    def _node_done(self, clk: int, t: float) -> None:
+        self._touch(clk, t)
+        heap = self.node_heap[clk]
+        clock = self.clock[clk]
         finished = []
         while heap and (heap[0][2].epoch != heap[0][3] or heap[0][0] <= clock + EPS * max(1.0, clock)):
             _, _, run, epoch = heapq.heappop(heap)
@@ -565,13 +676,14 @@ class Simulator:
                 finished.append(run)
         for run in finished:
             self._complete(run, t, replan=False)
-        self._refresh(node, t, force=True)  # once, after the whole batch of completions
+        self._refresh(clk % self.cluster.size, t, force=True)  # once, after the whole batch of completions
 
     def _stop(self, run: _Run, t: float, replan: bool = True) -> None:
         """Take a running pod off its node (finished or migrated)."""
         c, node = self.cluster, run.node
-        self._touch(node, t)
-        run.sat_time += self.sat_cum[node] - run.sat0
+        self._touch(run.clk, t)
+        run.sat_time += self.sat_cum[run.clk] - run.sat0
+        run.slow_sum += self.slow_cum[run.clk] - run.slow0
         self._remove_slot(run)
         if replan:
             self._refresh(node, t)
@@ -595,37 +707,51 @@ class Simulator:
         a.pods_finished += 1
         a.last_finish = max(a.last_finish, t)
         if spec.qos == QoS.LS:
-            a.ls_pods += 1
-            life = t - run.start_t
-            pend = run.bind_t - run.ready_t
-            if run.sat_time > self.cfg.sla_saturated_fraction * life or pend > self.cfg.sla_pending_s:
-                a.ls_violations += 1
+            self._account_ls(run, t)
         self.book.finish(job, spec.task, run.node)
         job.done += 1
         job.last_done = t
         if job.done == job.total and not job.n_waiting:
-            if not job.unplaceable:
+            if not job.unplaceable and not job.service:
                 a.jct.append(t - job.submit)
             self.jobs.pop(spec.job_id, None)
+
+    def _account_ls(self, run: _Run, t: float) -> None:
+        """An LS pod's SLA (saturated, or with reclaim too slow, for more than a share of its life; or pending too
+        long) and its mean slowdown over its life."""
+        a = self.acc
+        a.ls_pods += 1
+        life = t - run.start_t
+        pend = run.bind_t - run.ready_t
+        if run.sat_time > self.cfg.sla_saturated_fraction * life or pend > self.cfg.sla_pending_s:
+            a.ls_violations += 1
+        if life > 0:
+            a.ls_slowdown.append(run.slow_sum / life)
 
     # --- ticks --------------------------------------------------------------------------------------------
 
     def _tick(self, t: float) -> None:
         n = len(self.slot_runs)
         c = self.cluster
-        # Bring every node to t under the old usage, then resample usage.
+        # Bring every clock to t under the old usage, then resample usage.
         dt = t - np.array(self.node_t)
         self.clock = (np.array(self.clock) + dt * np.array(self.speed)).tolist()
         self.sat_cum = (np.array(self.sat_cum) + np.where(self.saturated, dt, 0.0)).tolist()
-        self.node_t = [t] * c.size
+        self.slow_cum = (np.array(self.slow_cum) + dt * np.array(self.slow)).tolist()
+        self.node_t = [t] * len(self.node_t)
         if n:
             sigma = self.s_sigma[:n]
             noise = np.exp(self.rng_use.standard_normal(n) * sigma - 0.5 * sigma * sigma)
             use = self.s_base[:n] * noise[:, None]
             use[:, 1] = self.s_base[:n, 1]  # memory holds steady; CPU and GPU fluctuate
+            series = self.s_series[:n] if self.usage is not None else None
             if self.load_curve is not None:
                 load = self.load_curve(t)
-                use[self.s_service[:n], 0] *= load
+                use[self.s_service[:n] if series is None else self.s_service[:n] & (series < 0), 0] *= load
+            if series is not None:
+                rows = np.flatnonzero(series >= 0)
+                j = series[rows]
+                use[rows, 0] *= self.u_grid[j, int(t // self.tick_s) % self.u_len[j]]
             self.s_use[:n] = use
             nodes = self.s_node[:n]
             size = c.size
@@ -636,23 +762,109 @@ class Simulator:
             c.use_cpu[:] = 0.0
             c.use_mem[:] = 0.0
             c.use_gpu[:] = 0.0
-        cap = c.cap_cpu
-        eff = np.minimum(c.use_cpu, cap)
-        self.eff_cpu = eff.tolist()
-        self.sum_eff_cpu = float(eff.sum())
         self._mem_now = float(np.minimum(c.use_mem, c.cap_mem).sum())
         self._gpu_now = float(c.use_gpu.sum())
-        saturated = c.use_cpu > cap * (1 + 1e-9)
-        self.saturated = saturated.tolist()
-        new_speed = np.where(saturated, cap / np.maximum(c.use_cpu, 1e-9), 1.0)
+        new_speed = self._reclaim_tick(t, n) if self.reclaim else self._saturation(t)
         changed = np.flatnonzero(new_speed != np.array(self.speed))
         self.speed = new_speed.tolist()
         for node in changed:
             if self.node_heap[node]:
                 self._plan_node(int(node), t)
+        if self.reclaim:
+            self._evict_be(t)
         self._sample(t)
         if self.progress is not None:
             self.progress(t, self.workload.duration_s)
+
+    def _saturation(self, t: float) -> np.ndarray:
+        """Without reclaim: pods on a node whose CPU demand exceeds its capacity progress at capacity / demand."""
+        c = self.cluster
+        cap = c.cap_cpu
+        eff = np.minimum(c.use_cpu, cap)
+        self.eff_cpu = eff.tolist()
+        self.sum_eff_cpu = float(eff.sum())
+        self.slow = ls_slowdown(eff / cap).tolist()
+        saturated = c.use_cpu > cap * (1 + 1e-9)
+        self.saturated = saturated.tolist()
+        return np.where(saturated, cap / np.maximum(c.use_cpu, 1e-9), 1.0)
+
+    def _reclaim_tick(self, t: float, n: int) -> np.ndarray:
+        """With reclaim: CPU shares on every node, the reclaim model's usage window and Borg reservations, and
+        every `period_s` the batch allocatable; returns the speeds of all clocks (non-BE, then BE)."""
+        c, rc = self.cluster, self.rc
+        size = c.size
+        be = self.s_be[:n]
+        nodes = self.s_node[:n]
+        use = self.s_use[:n]
+        use_be = np.bincount(nodes, weights=use[:, 0] * be, minlength=size)
+        self.use_be = use_be.tolist()
+        d_ls = np.maximum(c.use_cpu - use_be, 0.0)
+        crowd = 1.0 + rc.interference * np.maximum(c.pods - 1, 0)
+        ls_speed, be_speed, ls_alloc, be_alloc, slow = cpu_shares(c.cap_cpu, d_ls, use_be, rc.suppress, crowd,
+                                                                  np.minimum, np.maximum)
+        eff = ls_alloc + be_alloc
+        self.eff_cpu = eff.tolist()
+        self.be_eff = be_alloc.tolist()
+        self.sum_eff_cpu = float(eff.sum())
+        self.sum_be_eff = float(be_alloc.sum())
+        self.slow = np.concatenate([slow, np.ones(size)]).tolist()
+        self.saturated = np.concatenate([slow > rc.ls_slowdown_target, np.zeros(size, dtype=bool)]).tolist()
+        # What the reclaim model sees: the non-BE pods' usage per node and per pod.
+        hp = ~be
+        self.window.add(d_ls, np.bincount(nodes, weights=use[:, 1] * hp, minlength=size))
+        self.s_hist[:n, self.hist_i] = use[:, 0]
+        self.hist_i = (self.hist_i + 1) % self.hist_w
+        if rc.model == "borg":
+            self.s_resv[:n] = borg_reservations(rc, self.s_resv[:n], self.s_req[:n], use[:, :2], t - self.s_start[:n],
+                                                t - self.resv_t)
+            self.resv_t = t
+        if t >= self.reclaim_t:
+            self.reclaim_t = t + rc.period_s
+            free0 = c.batch_cpu - c.be_cpu, c.batch_mem - c.be_mem
+            c.batch_cpu, c.batch_mem = batch_allocatable(rc, c.cap_cpu, c.cap_mem, self.window, nodes[hp],
+                                                         self.s_resv[:n][hp], self.s_hist[:n][hp])
+            # Room for BE pods grew on these nodes: parked BE pods may fit there now (the queueing hint).
+            grew = (c.batch_cpu - c.be_cpu > free0[0]) | (c.batch_mem - c.be_mem > free0[1])
+            self.freed.update(np.flatnonzero(grew).tolist())
+        # Koordinator's CPU eviction: BE satisfaction (what suppression grants / BE requests) low while BE pods
+        # use what they are granted, for long enough.
+        be_lim = np.maximum(c.cap_cpu * rc.suppress - ls_alloc, 0.0)
+        satisfaction = be_lim / np.maximum(c.be_cpu, 1)
+        low = (c.be_cpu > 0) & (satisfaction < rc.evict_cpu_satisfaction) & (be_alloc >= 0.9 * be_lim)
+        self.low_since = np.where(low, np.minimum(self.low_since, t), INF)
+        self.satisfaction = satisfaction
+        return np.concatenate([ls_speed, be_speed])
+
+    def _evict_be(self, t: float) -> None:
+        """Koordinator's BE evictions: on a node above the memory threshold, BE pods by memory use (largest
+        first) until under it; on a node whose BE satisfaction stayed low for the window, BE pods by CPU use until
+        (target − satisfaction) × BE requests of CPU are freed. Evicted pods go back to the queue."""
+        c, rc = self.cluster, self.rc
+        mem_over = c.use_mem - rc.evict_mem_threshold * c.cap_mem
+        cpu_fire = t - self.low_since >= rc.evict_cpu_window_s
+        hot = np.flatnonzero(((mem_over > 0) | cpu_fire) & (c.be_cpu > 0))
+        if not hot.size:
+            return
+        for node in hot.tolist():
+            n = len(self.slot_runs)  # evictions on the previous node moved slots
+            mine = np.flatnonzero(self.s_be[:n] & (self.s_node[:n] == node))
+            if mem_over[node] > 0:
+                col, need = 1, mem_over[node]
+            else:
+                col, need = 0, (rc.evict_cpu_target - self.satisfaction[node]) * c.be_cpu[node]
+                self.low_since[node] = INF
+            order = mine[np.argsort(-self.s_use[mine, col], kind="stable")]
+            amount = self.s_use[order, col] if col else self.s_req[order, 0]
+            k = int(np.searchsorted(np.cumsum(amount), need)) + 1
+            for run in [self.slot_runs[i] for i in order[:k].tolist()]:
+                self._evict(run, t)
+
+    def _evict(self, run: _Run, t: float) -> None:
+        done = self._progress(run, t)
+        self._stop(run, t)
+        self.acc.evictions += 1
+        self._restart_work(run, done)
+        self._enqueue(run, t)
 
     def _account_traffic(self, job: _Job, t: float) -> None:
         """Service traffic of the job's running pods up to t, at the job's spread over nodes and racks since the
@@ -687,29 +899,43 @@ class Simulator:
         if run is None or m.node == run.node:
             return
         c = self.cluster
-        done = 0.0
-        if not run.spec.service and run.slot >= 0 and math.isfinite(run.work):
-            self._touch(run.node, t)
-            target = next((e[0] for e in self.node_heap[run.node] if e[2] is run and e[3] == run.epoch), None)
-            if target is not None:
-                done = max(0.0, run.work - (target - self.clock[run.node]))
+        done = self._progress(run, t)
         self._stop(run, t)
         if not c.feasible(run.req)[m.node]:  # type: ignore[arg-type]
             raise RuntimeError(f"policy {self.policy.name} migrated {m.pod_uid} to infeasible node {m.node}")
         self.acc.migrations += 1
+        self._restart_work(run, done)
+        self.pending_count += 1
+        self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
+
+    def _progress(self, run: _Run, t: float) -> float:
+        """Seconds of work a running batch pod has done (0 for services and pods still starting)."""
+        if run.spec.service or run.slot < 0 or not math.isfinite(run.work):
+            return 0.0
+        self._touch(run.clk, t)
+        target = next((e[0] for e in self.node_heap[run.clk] if e[2] is run and e[3] == run.epoch), None)
+        return max(0.0, run.work - (target - self.clock[run.clk])) if target is not None else 0.0
+
+    def _restart_work(self, run: _Run, done: float) -> None:
+        """A pod taken off its node restarts: its remaining work if checkpointable, else all of it; a new cold
+        start."""
         if run.spec.service:
             run.work = 0.0
         else:
             run.work = max(run.work - done, 0.0) if run.spec.checkpointable else 0.0
         if run.spec.startup_s is None:
             run.startup = self._draw_startup(self.rng_use)
-        self.pending_count += 1
-        self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
 
     def _finish(self) -> None:
         a = self.acc
         for job in self.jobs.values():
             self._account_traffic(job, self.now)
+        for run in self.slot_runs:
+            if run.spec.qos == QoS.LS and run.spec.work_s is None:  # runs to the horizon: its life ends here
+                self._touch(run.clk, self.now)
+                run.sat_time += self.sat_cum[run.clk] - run.sat0
+                run.slow_sum += self.slow_cum[run.clk] - run.slow0
+                self._account_ls(run, self.now)
         stuck = len(self.queue)
         waiting = sum(j.n_waiting for j in self.jobs.values())
         a.pods_unschedulable += stuck + waiting

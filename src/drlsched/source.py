@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from drlsched.errors import UserError
 from drlsched.scenarios import make_scenario
 from drlsched.traces import TraceSelection, load_trace
+from drlsched.usage_trace import load_usage
 from drlsched.workload import Workload
 
 
@@ -21,6 +22,8 @@ class WorkloadSource:
     nodes: int | None = None
     duration: float | None = None
     load: float = 1.0
+    usage_trace: str | None = None  # real CPU usage series for the LS pods (drlsched.usage_trace)
+    usage_format: str | None = None
 
     def __post_init__(self) -> None:
         if (self.scenario is None) == (self.trace is None):
@@ -35,6 +38,10 @@ class WorkloadSource:
     def __call__(self, seed: int) -> Workload:
         """The workload for a seed (a scenario's draw, or the trace window sampled with that seed)."""
         if self.trace is not None:
-            return load_trace(replace(self.trace, seed=seed))
-        assert self.scenario is not None
-        return make_scenario(self.scenario, nodes=self.nodes, duration=self.duration, load=self.load, seed=seed)
+            w = load_trace(replace(self.trace, seed=seed))
+        else:
+            assert self.scenario is not None
+            w = make_scenario(self.scenario, nodes=self.nodes, duration=self.duration, load=self.load, seed=seed)
+        if self.usage_trace is not None:
+            w.usage = load_usage(self.usage_trace, self.usage_format)
+        return w

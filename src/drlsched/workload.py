@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from drlsched.errors import UserError
+from drlsched.usage_trace import UsageSeries
 
 GPU_MILLI = 1000
 
@@ -120,6 +121,8 @@ class Workload:
     # Multiplies the usage of service pods over time (diurnal load, bursts); None = constant 1.
     load_curve: Callable[[float], float] | None = None
     info: dict[str, object] = field(default_factory=dict)
+    drain_s: float | None = None  # simulated time after the window; None = the simulator's default (10 × it)
+    usage: UsageSeries | None = None  # real CPU usage series replayed onto LS pods (--usage-trace)
 
     def validate_nodes(self) -> None:
         if not self.nodes:

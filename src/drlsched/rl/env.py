@@ -21,6 +21,7 @@ from gymnasium import spaces
 
 from drlsched.errors import UserError
 from drlsched.policies.base import Decision, PodContext, Policy
+from drlsched.reclaim import ReclaimConfig
 from drlsched.rl.features import (
     F_HIST,
     F_NODE,
@@ -55,6 +56,7 @@ class EnvConfig:
     allow_unschedulable: bool = True
     invalid_penalty: float = 1.0  # reward cost of a masked action (the pod is left pending)
     workload_fn: Callable[[int], Workload] | None = None  # a custom workload for a seed (overrides the scenario)
+    reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)  # BE pods on reclaimed resources (--reclaim)
 
     def make_env(self) -> SchedulingEnv:
         """The env this config describes (a subclass's config, such as the fill env's, makes its own)."""
@@ -155,7 +157,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
     def _start(self, wseed: int) -> None:
         """A fresh simulation of workload `wseed`, advanced to its first decision (`self.ctx`, None if none)."""
         self.workload_seed = wseed
-        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False)
+        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False, reclaim=self.cfg.reclaim)
         self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
         self.tracker = RewardTracker(self.sim, self.cfg.reward)
         self.builder.reset(self.sim.cluster)

@@ -7,7 +7,8 @@ the end of the simulation), and reads the simulator's running sums:
 - utilisation: Δ(time-integrated effective CPU usage) / (cluster CPU · τ), averaged with the same GPU term when
   the cluster has GPUs; over an episode it sums to mean utilisation × elapsed time / τ;
 - violation: latency-sensitive pods that finished in the interval having breached their SLA (`acc.ls_violations`);
-- migration: migrations in the interval (`acc.migrations`; zero unless rebalancing is on);
+- migration: migrations and BE evictions in the interval (`acc.migrations + acc.evictions`; zero unless rebalancing
+  is on or a reclaim model evicts);
 - jobs-in-system (the optional JCT/slowdown term): Δt / τ × jobs submitted and not finished, divided by the
   node count; by Little's law its episode sum is proportional to the mean job completion time;
 - traffic (optional): cross-node traffic in the interval in GB (`acc.cross_node_mb` / 1000): shuffle reads from
@@ -93,7 +94,7 @@ class RewardTracker:
 
     def _read(self) -> tuple[float, float, int, int, float, float]:
         a = self.sim.acc
-        return a.cpu_use_s, a.gpu_use_s, a.ls_violations, a.migrations, self.sim.now, a.cross_node_mb
+        return a.cpu_use_s, a.gpu_use_s, a.ls_violations, a.migrations + a.evictions, self.sim.now, a.cross_node_mb
 
     def step(self, jobs_in_system: int, saturated_nodes: int = 0) -> tuple[float, dict[str, float]]:
         """The reward since the previous call and its terms; the counts are taken at the interval start."""
