@@ -15,6 +15,8 @@ from drlsched.scenarios import make_scenario
 from drlsched.simulator import SimConfig, Simulator, simulate
 from drlsched.workload import NodeSpec, PodSpec, QoS, Workload
 
+from .queue_checks import run_checking_parked_pods
+
 NODE = NodeSpec("a", 10_000, 10_000)
 
 
@@ -118,18 +120,8 @@ def test_the_hint_never_leaves_a_parked_pod_that_fits_with_reclaim(model):
     w = make_scenario("colocation", nodes=3, duration=600, load=2.0, seed=3)
     sim = Simulator(w, make_policy("k8s-default"), 3,
                     SimConfig(series=False, reclaim=ReclaimConfig(model, cpu_threshold=0.9, suppress_threshold=0.9)))
-    schedule = sim._schedule
-    passes = []
-
-    def checked(t: float):  # type: ignore[no-untyped-def]
-        yield from schedule(t)
-        for entry, has_row in sim.queue.parked_entries():
-            assert has_row and not sim.cluster.feasible(entry.pod.req).any(), entry.pod.spec.uid
-        passes.append(sim.queue.parked)
-
-    sim._schedule = checked  # type: ignore[method-assign]
-    m = sim.run()
-    assert max(passes) > 20 and m["cpu_util_reclaimed"] > 0
+    m, most_parked = run_checking_parked_pods(sim)
+    assert most_parked > 20 and m["cpu_util_reclaimed"] > 0
 
 
 def test_colocation_calibration_none_low_koordinator_near_production():

@@ -12,6 +12,8 @@ from drlsched.sched.queue import MAX_UNSCHEDULABLE_S, SchedulingQueue
 from drlsched.simulator import SimConfig, Simulator
 from drlsched.workload import NodeSpec, PodSpec
 
+from .queue_checks import run_checking_parked_pods
+
 
 def _drain(q: SchedulingQueue[str], t: float) -> list[str]:
     out = []
@@ -121,18 +123,8 @@ def test_the_simulators_hint_never_leaves_a_pod_parked_that_fits_somewhere() -> 
     would fail, so no placement is lost to it (a saturated cluster, so many pods wait)."""
     w = make_scenario("batch", nodes=4, duration=120, load=3.0, seed=2)
     sim = Simulator(w, make_policy("k8s-default"), 2, SimConfig(series=False))
-    schedule = sim._schedule
-    passes = []
-
-    def checked(t: float):  # type: ignore[no-untyped-def]
-        yield from schedule(t)
-        for entry, has_row in sim.queue.parked_entries():
-            assert has_row and not sim.cluster.feasible(entry.pod.req).any(), entry.pod.spec.uid
-        passes.append(sim.queue.parked)
-
-    sim._schedule = checked  # type: ignore[method-assign]
-    m = sim.run()
-    assert max(passes) > 20 and m["pods_unschedulable"] == 0 and sim.queue.failed_attempts > 0
+    m, most_parked = run_checking_parked_pods(sim)
+    assert most_parked > 20 and m["pods_unschedulable"] == 0 and sim.queue.failed_attempts > 0
 
 
 def test_the_array_backoff_is_the_scalar_one() -> None:

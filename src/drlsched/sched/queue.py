@@ -298,22 +298,27 @@ class SchedulingQueue(Generic[T]):
     def _order(num: np.ndarray, t: float) -> np.ndarray:
         """Parked rows in the order the queue would try them at t: done backing off by (priority, queue time,
         seq), then the others by (backoff end, priority, queue time, seq)."""
+        if num.shape[0] < 2:
+            return np.zeros(num.shape[0], dtype=np.int64)
         backing = num[:, 1] > t
-        return np.lexsort((num[:, 3], num[:, 0], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
+        # Seqs are handed out in time order whenever a pod enters the queue or fails, so seq order is also
+        # queue-time order: the queue time needs no sort key of its own.
+        return np.lexsort((num[:, 3], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
 
     def _fail_in_place(self, rows: np.ndarray, t: float) -> None:
         """Parked pods that a retry at t would find fitting nowhere: one more failed attempt each, as if popped
-        and parked again (queue time t, a longer backoff, a new seq in the order they would have been tried)."""
+        and parked again (queue time t, a longer backoff, a new seq in the order they would have been tried: pods
+        that keep failing fall behind the others that share their queue time, as upstream)."""
         if not rows.size:
             return
         num = self._parked.num
         rows = rows[self._order(num[rows], t)]
+        num[rows, 3] = np.arange(self._seq, self._seq + rows.size)
+        self._seq += int(rows.size)
         attempts = num[rows, 4] + 1
         num[rows, 4] = attempts
         num[rows, 0] = t
         num[rows, 1] = t + pod_backoff_array(attempts, self.backoff_initial_s, self.backoff_max_s)
-        num[rows, 3] = np.arange(self._seq, self._seq + rows.size)
-        self._seq += int(rows.size)
         self.failed_attempts += int(rows.size)
 
     def _accepted_now(self, j: int, t: float) -> bool:
