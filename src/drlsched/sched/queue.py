@@ -18,8 +18,9 @@ simulator: only pods that fit a node whose room grew can fit anywhere) passes a 
 parked pods' hint rows instead: the pods it rejects fail in place at once — the same attempt, queue time and
 backoff as upstream's retry, computed for all of them in a few array operations — and the pods it accepts become
 candidates, tried in queue order, each checked again when its turn comes (a candidate whose room a pod before it
-took fails in place too). The outcome is upstream's; the cost no longer grows with the parked pods times the
-pods that end. A pod parked without a row is accepted by every event.
+took fails in place too). The outcome is upstream's; the Python work per event no longer grows with the parked
+pods (the array operations still do, at a small fraction of the cost). A pod parked without a row is accepted by
+every event.
 
 An event that arrives while a pod is being tried (between `pop` and `park`) sends that pod straight back to the
 queue, as upstream's in-flight events do.
