@@ -104,8 +104,7 @@ def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
 
 
 def workload_source(args: argparse.Namespace) -> WorkloadSource:
-    if bool(args.scenario) == bool(args.trace):
-        raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
+    """The workload options as a `WorkloadSource` (which refuses none or both of --scenario and --trace)."""
     if args.usage_format and not args.usage_trace:
         raise UserError("--usage-format needs --usage-trace PATH")
     source = WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,

@@ -29,12 +29,6 @@ class WorkloadSource:
         if (self.scenario is None) == (self.trace is None):
             raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
 
-    @property
-    def name(self) -> str:
-        if self.trace is not None:
-            return f"{self.trace.format}:{self.trace.path.rstrip('/').rsplit('/', 1)[-1]}"
-        return str(self.scenario)
-
     def __call__(self, seed: int) -> Workload:
         """The workload for a seed (a scenario's draw, or the trace window sampled with that seed)."""
         if self.trace is not None:
