@@ -161,7 +161,8 @@ def test_pod_metrics_are_keyed_by_namespace_and_name_with_containers_summed() ->
                                       {"name": "b", "usage": {"cpu": "1500000n", "memory": "512Mi"}}]},
                       {"metadata": {"name": "broken"}}]}
     samples = parse_pod_metrics(body)
-    assert [(s.node, s.name, round(s.value, 3)) for s in samples] == [("ns/p", "cpu", 251.5), ("ns/p", "memory", 1536.0)]
+    assert [(s.node, s.name, round(s.value, 3)) for s in samples] == [
+        ("ns/p", "cpu", 251.5), ("ns/p", "memory", 1536.0)]
 
 
 @pytest.mark.parametrize("argv", [

@@ -289,6 +289,7 @@ def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
         "--kubelet-use-node-status-port",  # kwok's port, from each node's daemonEndpoints
         "--kubelet-insecure-tls",  # kwok serves the apiserver's certificate, which names 127.0.0.1, not nodes
         f"--metric-resolution={METRICS_RESOLUTION_S}s",
+        "--kubelet-request-timeout=5s",  # must stay under 0.9 x the resolution
     ]
     insecure = ssl._create_unverified_context()
     _launch(
