@@ -426,6 +426,9 @@ def _apiserver_args(ports: dict[str, int], etcd_url: str, pki: Pki) -> list[str]
         f"--proxy-client-cert-file={pki.front_proxy_cert}",
         f"--proxy-client-key-file={pki.front_proxy_key}",
         f"--requestheader-client-ca-file={pki.ca_cert}",
+        # Published to delegating servers (kube-scheduler, metrics-server) with the above; without it they log an
+        # error on every resync. Certificates signed by this CA then authenticate; only the front proxy's exists.
+        f"--client-ca-file={pki.ca_cert}",
         f"--requestheader-allowed-names={FRONT_PROXY_NAME}",
         "--requestheader-username-headers=X-Remote-User",
         "--requestheader-group-headers=X-Remote-Group",
