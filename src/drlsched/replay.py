@@ -10,9 +10,11 @@ pending-time violations only.
 
 With a reclaim model (`reclaim`), BE pods request batch resources and the reclaim controller
 (`drlsched.k8s.reclaim_controller`) runs beside the replay on the cluster's metrics.k8s.io, its period and window
-divided by `speedup` (never under metrics-server's 10 s resolution). A pod the controller evicts is created again
+divided by `speedup` (never under metrics-server's 10 s resolution), nothing lent before its first pass one period
+in (as in the simulator). A pod the controller evicts is created again
 under a new name (the simulator's requeue: its progress is lost, its JCT runs from its first creation) and counted
-in `evictions`.
+in `evictions`. The workload's load curve (daily cycle, bursts) is then applied to the running services' CPU usage
+annotations every `USAGE_PERIOD_S` (wall), so the controller measures what the simulator's reclaim model sees.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ POD_LABEL = "drlsched.io/replay"
 MIN_DURATION_MS = 10
 SLA_PENDING_S = 5.0
 CREATE_THREADS = 8
+USAGE_PERIOD_S = 5.0  # wall seconds between updates of the services' usage annotations (with reclaim)
 
 
 @dataclass
@@ -232,14 +235,27 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
         records[rec.name] = rec
         pool.submit(post, rec)
 
+    def follow_load(t: float) -> None:
+        """The services' CPU usage at the workload's load curve now (the simulator's `load_curve` factor)."""
+        assert workload.load_curve is not None
+        load = workload.load_curve(t * speedup)
+        for rec in list(records.values()):
+            if rec.spec.service and rec.started >= 0 > rec.ended:
+                value = f"{max(1, round(rec.spec.cpu_m * rec.spec.usage_cpu * load))}m"
+                pool.submit(_annotate, core, namespace, rec.name, {CPU_USAGE_ANNOTATION: value})
+
     if controller is not None:
         controller.start()
+    next_usage = 0.0 if controller is not None and workload.load_curve is not None else math.inf
     try:
         last_change = clock()
         while True:
             if refused:
                 raise UserError(refused[0])
             now = clock()
+            if now >= next_usage:
+                next_usage = now + USAGE_PERIOD_S
+                follow_load(now)
             while nxt is not None and nxt.arrival_s / speedup <= now:
                 spec = as_replayed(nxt)
                 rec = PodRecord(spec, f"r{next(seq):06d}-{run_id}")
@@ -298,7 +314,8 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
 
 
 class _Controller(threading.Thread):
-    """The reclaim controller beside a replay: one pass before the first pod, then one every period."""
+    """The reclaim controller beside a replay: nothing lent until its first pass, one period after the start (the
+    simulator's "batch allocatable is 0 until the first usage report"), then one pass every period."""
 
     def __init__(self, api: kubernetes.client.ApiClient, cfg: ReclaimConfig, speedup: float) -> None:
         from drlsched.k8s.reclaim_controller import ReclaimController
@@ -310,7 +327,7 @@ class _Controller(threading.Thread):
         self.controller = ReclaimController(api, scaled, stale_after_s=6 * METRICS_RESOLUTION_S)
         self.period = period
         self.stopping = threading.Event()
-        self.controller.step()
+        self.controller.reset()
 
     def run(self) -> None:
         while not self.stopping.wait(self.period):
@@ -322,6 +339,16 @@ class _Controller(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=60)
+
+
+def _annotate(core: kubernetes.client.CoreV1Api, namespace: str, name: str, annotations: dict[str, str]) -> None:
+    try:
+        resp = core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
+                                         _preload_content=False)
+        resp.read()
+        resp.release_conn()
+    except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError) as err:  # gone meanwhile: nothing to do
+        log.info("could not update the usage of pod %s: %s", name, err)
 
 
 def _delete_run(core: kubernetes.client.CoreV1Api, namespace: str, run_id: str) -> None:

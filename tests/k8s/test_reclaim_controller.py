@@ -1,5 +1,6 @@
 """The reclaim controller without a cluster: the quantities it writes (units, never negative or NaN), staleness,
-evictions, and the batch resources in pods, the extender's state and the CLI's input checks."""
+evictions, the batch resources in pods, the extender's state and the CLI's input checks, and the colocation keys
+of a replay."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import numpy as np
 import pytest
 
 from drlsched.cli import main
+from drlsched.cluster import Cluster
 from drlsched.k8s import reclaim_controller
 from drlsched.k8s.metrics_pipeline import Sample, parse_pod_metrics
 from drlsched.k8s.objects import BATCH_CPU_RESOURCE, BATCH_MEMORY_RESOURCE, pod_manifest, pod_spec
 from drlsched.k8s.reclaim_controller import ReclaimController, batch_patch, pick_victims
 from drlsched.k8s.state import ClusterState
 from drlsched.reclaim import ReclaimConfig
-from drlsched.workload import QoS
+from drlsched.replay import PodRecord, _metrics
+from drlsched.workload import NodeSpec, PodSpec, QoS
 
 NOW = 1_800_000_000.0
 MIB = 2**20
@@ -182,3 +185,17 @@ def test_bad_reclaim_options_exit_2_with_one_line(argv: list[str], capsys: pytes
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith(("drlsched: error: ", "drlsched reclaim: error: "))
+
+
+def test_replayed_colocation_counts_evictions_be_pending_and_cpu_on_reclaimed_capacity() -> None:
+    cluster = Cluster([NodeSpec("a", 4000, 8192)], reclaim=True)
+    ls = PodSpec("ls", "svc", 0.0, 2000, 1024, qos=QoS.LS, usage_cpu=0.25)
+    be = PodSpec("be", "job", 0.0, 1000, 1024, qos=QoS.BE, usage_cpu=0.5)
+    records = [PodRecord(ls, "ls", ready=0.0, bound=0.0, started=0.0, ended=2.0, node="a"),
+               # evicted once (created again under another name), bound 1 s after its first creation
+               PodRecord(be, "be", ready=0.0, bound=1.0, started=1.0, ended=2.0, node="a", evictions=1)]
+    m = _metrics(records, cluster, speedup=10.0)
+    assert m["evictions"] == 1
+    assert m["be_pending_p99_s"] == pytest.approx(10.0)
+    # LS 500m for 20 s, BE 500m for 10 s: a third of the CPU used ran on reclaimed capacity.
+    assert m["cpu_util_reclaimed"] == pytest.approx(5000 / 15000)

@@ -208,6 +208,12 @@ class ReclaimController:
                  int(fresh.sum()), lent, sum(len(r.evicted) for r in results.values()))
         return results
 
+    def reset(self) -> None:
+        """Batch allocatable 0 on every node (nothing lent before the first usage report, as in the simulator)."""
+        nodes, _ = self._nodes()
+        for node in nodes.values():
+            self._patch(node, 0, 0)
+
     # --- reads --------------------------------------------------------------------------------------------
 
     def _nodes(self) -> tuple[dict[str, dict[str, Any]], list[Any]]:
