@@ -302,7 +302,8 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
         if not keep_pods:
             _delete_run(core, namespace, run_id)
     wall = clock()
-    metrics = _metrics(list(records.values()), cluster, speedup, min(wall, stop_s))
+    followed = workload.load_curve if math.isfinite(next_usage) else None
+    metrics = _metrics(list(records.values()), cluster, speedup, min(wall, stop_s), followed)
     lags = [(r.ready - r.due) * speedup for r in records.values() if r.ready >= 0]
     metrics["submit_lag_p99_s"] = float(np.percentile(lags, 99)) if lags else 0.0
     metrics.update({"policy": scheduler_name, "scenario": workload.name, "nodes": cluster.size,
@@ -360,9 +361,10 @@ def _delete_run(core: kubernetes.client.CoreV1Api, namespace: str, run_id: str) 
 
 
 def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: float | None = None,
-             ) -> dict[str, object]:
+             load: Callable[[float], float] | None = None) -> dict[str, object]:
     """The simulator's metrics from the observed timeline (workload seconds = replayer seconds × speedup); `end`
-    is when the replay stopped (default: the last completion), the end of pods still running."""
+    is when the replay stopped (default: the last completion), the end of pods still running. `load`: the load
+    curve the services' usage annotations followed (their CPU usage is integrated at it)."""
     acc = Accumulator()
     bound = [r for r in records if r.bound >= 0]
     acc.pods_arrived = len(records)
@@ -395,7 +397,7 @@ def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: fl
         if all(r.ended >= 0 for r in pods):
             acc.jct.append((max(r.ended for r in pods) - min(r.ready for r in pods)) * speedup)
         _job_traffic(pods, cluster, index, acc, speedup)
-    _integrate(records, cluster, index, acc, speedup, stop)
+    _integrate(records, cluster, index, acc, speedup, stop, load)
     return summarize(acc, total_cpu=cluster.total_cpu, total_mem=cluster.total_mem,
                      total_gpu_milli=cluster.total_gpu_milli)
 
@@ -438,7 +440,7 @@ def _remote_seconds(talker: PodRecord, pods: list[PodRecord]) -> float:
 
 
 def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
-               speedup: float, end: float) -> None:
+               speedup: float, end: float, load: Callable[[float], float] | None = None) -> None:
     """Time integrals of allocation and emulated usage, and GPU fragmentation, replaying arrival/bind/end in order.
     As in the simulator, a pod's shape counts towards the typical shapes when it arrives, bound or not."""
     events: list[tuple[float, int, PodRecord]] = [(r.ready, 0, r) for r in records if r.ready >= 0]
@@ -455,14 +457,15 @@ def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int]
     frag = FragmentationTracker(cluster, shapes) if cluster.total_gpu_milli else None
     gpu_ids: dict[str, tuple[int, ...]] = {}
     prev = events[0][0] if events else 0.0
-    alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = use_be = 0.0
+    alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = use_be = use_svc = 0.0
     for t, sign, r in events:
         dt = (t - prev) * speedup
         if dt > 0:
             acc.cpu_reclaimed_s += use_be * dt
             acc.cpu_alloc_s += alloc_cpu * dt
             acc.gpu_alloc_s += alloc_gpu * dt
-            acc.cpu_use_s += use_cpu * dt
+            # Services' usage at the load curve they followed, taken at the start of each interval.
+            acc.cpu_use_s += (use_cpu + use_svc * (load(prev * speedup) - 1.0 if load else 0.0)) * dt
             acc.mem_use_s += use_mem * dt
             acc.gpu_use_s += use_gpu * dt
             if frag is not None:
@@ -490,5 +493,7 @@ def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int]
             use_cpu += sign * spec.cpu_m * spec.usage_cpu
             if req.batch:  # a BE pod on batch resources: its usage runs on reclaimed capacity
                 use_be += sign * spec.cpu_m * spec.usage_cpu
+            if spec.service:
+                use_svc += sign * spec.cpu_m * spec.usage_cpu
             use_mem += sign * spec.mem_mib * spec.usage_mem
             use_gpu += sign * spec.gpus * (spec.gpu_milli or 1000) * spec.usage_gpu

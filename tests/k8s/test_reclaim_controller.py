@@ -199,3 +199,15 @@ def test_replayed_colocation_counts_evictions_be_pending_and_cpu_on_reclaimed_ca
     assert m["be_pending_p99_s"] == pytest.approx(10.0)
     # LS 500m for 20 s, BE 500m for 10 s: a third of the CPU used ran on reclaimed capacity.
     assert m["cpu_util_reclaimed"] == pytest.approx(5000 / 15000)
+
+
+def test_a_replay_that_followed_the_load_curve_integrates_the_services_usage_at_it() -> None:
+    cluster = Cluster([NodeSpec("a", 4000, 8192)], reclaim=True)
+    svc = PodSpec("svc", "app", 0.0, 2000, 1024, qos=QoS.LS, service=True, usage_cpu=0.25)
+    job = PodSpec("job", "j", 0.0, 1000, 1024, usage_cpu=0.5)
+    records = [PodRecord(svc, "svc", ready=0.0, bound=0.0, started=0.0, ended=2.0, node="a"),
+               PodRecord(job, "job", ready=0.0, bound=0.0, started=0.0, ended=2.0, node="a")]
+    flat = _metrics(records, cluster, speedup=10.0)
+    doubled = _metrics(records, cluster, speedup=10.0, load=lambda t: 2.0)
+    # 500m of service usage becomes 1000m; the job's 500m stays.
+    assert doubled["cpu_util"] == pytest.approx(flat["cpu_util"] * 1500 / 1000)
