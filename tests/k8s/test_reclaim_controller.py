@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from drlsched.cli import main
 from drlsched.cluster import Cluster
@@ -211,3 +217,27 @@ def test_a_replay_that_followed_the_load_curve_integrates_the_services_usage_at_
     doubled = _metrics(records, cluster, speedup=10.0, load=lambda t: 2.0)
     # 500m of service usage becomes 1000m; the job's 500m stays.
     assert doubled["cpu_util"] == pytest.approx(flat["cpu_util"] * 1500 / 1000)
+
+
+def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    proc = subprocess.Popen([sys.executable, "-m", "drlsched.cli", "reclaim", "--model", "koordinator",
+                             "--kubeconfig", str(kubeconfig), "--period", "1", "--metrics-interval", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        assert proc.stderr is not None
+        # Wait for a failed pass (the loop is running and survives it), then stop it.
+        while "reclaim pass failed" not in proc.stderr.readline():
+            assert time.monotonic() < deadline and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
