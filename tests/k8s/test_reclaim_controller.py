@@ -116,6 +116,18 @@ def test_usage_above_the_threshold_or_garbage_usage_writes_zero_not_a_negative(
     assert fake.patches()["a"] == {BATCH_CPU_RESOURCE: "0", BATCH_MEMORY_RESOURCE: "0"}
 
 
+@pytest.mark.parametrize("model", ["borg", "peak"])
+def test_borg_and_peak_hold_a_new_pods_request_like_the_simulator(monkeypatch: pytest.MonkeyPatch,
+                                                                  model: str) -> None:
+    fake = FakeApi([_node("a")], [_pod("ls", "a", "2", "4Gi")])
+    node_samples = [Sample("a", "cpu", 500.0, NOW - 1), Sample("a", "memory", 1024.0, NOW - 1)]
+    pod_samples = [Sample("default/ls", "cpu", 500.0, NOW - 1), Sample("default/ls", "memory", 1024.0, NOW - 1)]
+    _controller(monkeypatch, fake, node_samples, pod_samples, model).step()
+    # The pod uses 500m of its 2 cores: Borg reserves its request for 300 s, the peak predictor's per-pod
+    # percentile starts from it; both lend 4000m x 1.0 - 2000m.
+    assert fake.patches()["a"][BATCH_CPU_RESOURCE] == "2000"
+
+
 def test_a_memory_burst_evicts_the_nodes_be_pods_largest_first_through_the_eviction_api(
         monkeypatch: pytest.MonkeyPatch) -> None:
     pods = [_pod("ls", "a", "2", "4Gi"), _pod("be-small", "a", "100m", "256Mi", True),

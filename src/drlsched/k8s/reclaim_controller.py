@@ -270,14 +270,14 @@ class ReclaimController:
         dt_s = now - self._last_step if self._last_step is not None else 0.0
         resv = borg_reservations(self.cfg, resv, request_, use, age, dt_s)
         kept: dict[str, _Tracked] = {}
-        for p, t, r, u in zip(hp, tracked, resv, use[:, 0], strict=True):
-            hist = t.hist if t is not None else deque(maxlen=self.samples)
+        for p, t, r, u, req in zip(hp, tracked, resv, use[:, 0], request_[:, 0], strict=True):
+            # As in the simulator, the peak predictor starts from the request: a new pod's history is full of it
+            # until a window of readings has replaced it.
+            hist = t.hist if t is not None else deque([float(req)] * self.samples, maxlen=self.samples)
             hist.append(float(u))
             kept[p.uid] = _Tracked(r, hist)
         self._tracked = kept  # pods that ended are forgotten
-        # A pod seen fewer times than the window holds counts its oldest reading for the passes it missed.
-        hist = np.array([[t.hist[0]] * (self.samples - len(t.hist)) + list(t.hist) for t in kept.values()])
-        return node, resv, hist
+        return node, resv, np.array([list(t.hist) for t in kept.values()])
 
     # --- writes -------------------------------------------------------------------------------------------
 
