@@ -27,7 +27,7 @@ from drlsched.testbed.controlplane import Options, down, start_metrics_server, s
 from drlsched.testbed.kwok_config import CPU_USAGE_ANNOTATION, MEMORY_USAGE_ANNOTATION
 
 NODES = ("kwok-cpu-00000", "kwok-cpu-00001", "kwok-cpu-00002")
-_TIMEOUT_S = 240.0  # metrics-server reports a change after one or two 10 s scrapes; generous for a loaded machine
+_TIMEOUT_S = 300.0  # metrics-server reports a change after one or two 10 s scrapes; generous for a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +109,9 @@ def test_be_pods_run_on_reclaimed_capacity_placed_by_the_real_kube_scheduler(
         for p in _pods(core, namespace).values()), "both pods to be unschedulable")
     assert unschedulable
     controller = _controller(colo)
-    # Koordinator: 96 cores x 0.6 - (8 cores + the 50m system baseline) of LS usage.
-    _until(lambda: all(_batch(core, n)[0] == 96_000 * 6 // 10 - 8_050 for n in NODES),
+    # Koordinator: 96 cores x 0.6 - (8 cores + the 50m system baseline) of LS usage; measured rates jitter by a
+    # few millicores around it.
+    _until(lambda: all(abs(_batch(core, n)[0] - (96_000 * 6 // 10 - 8_050)) <= 100 for n in NODES),
            "batch-cpu from the LS pods' measured usage", controller.step)
     be = _until(lambda: (p := _pods(core, namespace)["be-0"])["spec"].get("nodeName") and p, "the BE pod bound")
     assert be["spec"]["nodeName"] in NODES
