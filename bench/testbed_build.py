@@ -2,7 +2,8 @@
 
 The time reported is the one recorded by the build that filled the cache, which was cold only if the Go
 build cache (~/.cache/go-build) was empty then; `--cold` rebuilds everything now against an empty, temporary
-Go build cache (the module download cache is kept) and reports that time instead.
+Go build cache (the module download cache is kept) and reports that time instead. `--metrics-server` does the
+same for the optional metrics-server (its own cache key) instead of the core binaries.
 """
 
 from __future__ import annotations
@@ -12,21 +13,23 @@ import json
 import os
 import tempfile
 
-from drlsched.testbed.build import build, build_record
+from drlsched.testbed.build import METRICS_SERVER, build, build_extra, build_record
 from testbed_common import machine_info, versions
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cold", action="store_true", help="rebuild everything with an empty Go build cache")
+    parser.add_argument("--metrics-server", action="store_true", help="the optional metrics-server instead")
     args = parser.parse_args()
+    run = build_extra if args.metrics_server else build
     if args.cold:
         with tempfile.TemporaryDirectory(prefix="drlsched-gocache-") as gocache:
             os.environ["GOCACHE"] = gocache
-            build(force=True)
+            run(force=True)
     else:
-        build()
-    record = build_record() or {}
+        run()
+    record = (build_record((METRICS_SERVER,)) if args.metrics_server else build_record()) or {}
     sizes = record.get("binary_bytes", {})
     print(
         json.dumps(

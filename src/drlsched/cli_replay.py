@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_float
-from drlsched.cli_common import add_workload_arguments, fmt, single_reclaim, workload_source
+from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -35,9 +35,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from drlsched.replay import replay
 
-    if single_reclaim(args) != "none":
-        raise UserError(f"replay --reclaim {args.reclaim[0]}: the testbed has no reclaim controller yet (issue 14 §5); "
-                        "only --reclaim none replays")
+    reclaim = reclaim_config(args)
     factory = workload_source(args)
     workload = factory(args.seed)
     core = _api(args.kubeconfig)
@@ -49,6 +47,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         core.create_namespace({"metadata": {"name": args.namespace}})
     except Exception as err:  # connection refused, TLS errors: the cluster is not there
         raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+    if reclaim.enabled:
+        try:
+            kubernetes.client.CustomObjectsApi(core.api_client).list_cluster_custom_object(
+                "metrics.k8s.io", "v1beta1", "nodes")
+        except kubernetes.client.ApiException as err:
+            raise UserError(f"replay --reclaim {reclaim.model} runs the reclaim controller, which reads "
+                            f"metrics.k8s.io; the cluster answered {err.status} {err.reason} (start the testbed with "
+                            "`drlsched testbed up --metrics-server`)") from None
 
     show = not args.quiet and sys.stderr.isatty()
     last = [0.0]
@@ -61,7 +67,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     metrics = replay(workload, core, namespace=args.namespace, scheduler_name=SCHEDULERS[args.scheduler],
                      speedup=args.speedup, pending_timeout_s=args.pending_timeout, horizon_s=args.horizon,
-                     keep_pods=args.keep_pods, progress=progress)
+                     keep_pods=args.keep_pods, progress=progress, reclaim=reclaim)
     if show:
         print(file=sys.stderr)
     lag = float(metrics["submit_lag_p99_s"])  # type: ignore[arg-type]

@@ -7,6 +7,14 @@ times are multiplied back by `speedup`, so the metrics are in workload seconds a
 simulation of the same workload. What KWOK does not model is not invented: there is no CPU contention (batch
 pods run for their annotated time; utilisation is request × mean usage ratio while running), so the SLA counts
 pending-time violations only.
+
+With a reclaim model (`reclaim`), BE pods request batch resources and the reclaim controller
+(`drlsched.k8s.reclaim_controller`) runs beside the replay on the cluster's metrics.k8s.io, its period and window
+divided by `speedup` (never under metrics-server's 10 s resolution), nothing lent before its first pass one period
+in (as in the simulator). A pod the controller evicts is created again
+under a new name (the simulator's requeue: its progress is lost, its JCT runs from its first creation) and counted
+in `evictions`. The workload's load curve (daily cycle, bursts) is then applied to the running services' CPU usage
+annotations every `USAGE_PERIOD_S` (wall), so the controller measures what the simulator's reclaim model sees.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from drlsched.k8s.objects import (
     pod_manifest,
 )
 from drlsched.metrics import Accumulator, summarize
+from drlsched.reclaim import ReclaimConfig
 from drlsched.sched.jobs import Job, JobBook
 from drlsched.simulator import horizon
 from drlsched.workload import PodSpec, QoS, Workload
@@ -53,6 +62,7 @@ POD_LABEL = "drlsched.io/replay"
 MIN_DURATION_MS = 10
 SLA_PENDING_S = 5.0
 CREATE_THREADS = 8
+USAGE_PERIOD_S = 5.0  # wall seconds between updates of the services' usage annotations (with reclaim)
 
 
 @dataclass
@@ -65,6 +75,7 @@ class PodRecord:
     started: float = -1.0
     ended: float = -1.0
     node: str = ""
+    evictions: int = 0
 
 
 def as_replayed(spec: PodSpec) -> PodSpec:
@@ -77,7 +88,8 @@ def replayed_workload(workload: Workload) -> Workload:
     return replace(workload, pods=map(as_replayed, workload.pods))
 
 
-def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) -> dict[str, object]:
+def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str, batch: bool = False,
+              ) -> dict[str, object]:
     spec = rec.spec
     duration = None
     if spec.work_s is not None:
@@ -93,7 +105,8 @@ def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) 
     if spec.gpus:
         annotations[GPU_UTIL_ANNOTATION] = f"{spec.usage_gpu:.3f}"
     m = pod_manifest(rec.name, f"{spec.cpu_m}m", f"{spec.mem_mib}Mi", spec.gpus, duration, annotations,
-                     {POD_LABEL: run_id, JOB_LABEL: job_label_value(spec.job_id)})
+                     {POD_LABEL: run_id, JOB_LABEL: job_label_value(spec.job_id)},
+                     batch=batch and spec.qos == QoS.BE)
     if scheduler_name != "default-scheduler":
         m["spec"]["schedulerName"] = scheduler_name  # type: ignore[index]
     if spec.gpus and spec.gpu_models:  # one of several models: required node affinity (a selector is one value)
@@ -104,7 +117,7 @@ def _manifest(rec: PodRecord, speedup: float, scheduler_name: str, run_id: str) 
 
 
 class _Watcher(threading.Thread):
-    """Pushes (pod name, node, phase, replayer time) for every change of the run's pods.
+    """Pushes (pod name, node, phase, replayer time, deleted) for every change of the run's pods.
 
     Events are decoded as plain JSON: the client's model deserialisation costs milliseconds per event, which at
     hundreds of pods a second starves the thread that creates the pods."""
@@ -140,7 +153,7 @@ class _Watcher(threading.Thread):
                     version = pod["metadata"]["resourceVersion"]
                     if ev["type"] != "BOOKMARK":
                         self.out.put((pod["metadata"]["name"], pod["spec"].get("nodeName") or "",
-                                      pod.get("status", {}).get("phase"), self.clock()))
+                                      pod.get("status", {}).get("phase"), self.clock(), ev["type"] == "DELETED"))
                     if self.stop.is_set():
                         break
             except (urllib3.exceptions.HTTPError, ValueError):
@@ -152,7 +165,8 @@ class _Watcher(threading.Thread):
 def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: str = "default",
            scheduler_name: str = "default-scheduler", speedup: float = 1.0, pending_timeout_s: float = 30.0,
            horizon_s: float | None = None, keep_pods: bool = False,
-           progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
+           progress: Callable[[int, int], None] | None = None,
+           reclaim: ReclaimConfig | None = None) -> dict[str, object]:
     """Replay the workload's pods on the cluster behind `core`; returns the simulator's metric keys.
 
     The replay stops when every pod has finished, or at `horizon_s` workload seconds (default: the simulator's
@@ -160,11 +174,13 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
     The run's pods are deleted at the end unless `keep_pods`."""
     if not (math.isfinite(speedup) and speedup > 0):
         raise UserError(f"--speedup must be a positive number, got {speedup}")
-    cluster = Cluster(node_specs(core))
+    batch = reclaim is not None and reclaim.enabled
+    cluster = Cluster(node_specs(core), reclaim=batch)
     if not cluster.size:
         raise UserError("the cluster has no nodes")
+    controller = _Controller(core.api_client, reclaim, speedup) if reclaim is not None and batch else None
     run_id = uuid.uuid4().hex[:10]
-    stop_s = (horizon_s if horizon_s is not None else horizon(workload.duration_s)) / speedup
+    stop_s = (horizon_s if horizon_s is not None else horizon(workload.duration_s, workload.drain_s)) / speedup
     t0 = time.monotonic()
 
     def clock() -> float:
@@ -187,9 +203,10 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
     refused: list[str] = []
 
     def post(rec: PodRecord) -> None:
-        rec.ready = clock()
+        if rec.ready < 0:  # an evicted pod created again keeps its first creation time
+            rec.ready = clock()
         try:
-            resp = core.create_namespaced_pod(namespace, _manifest(rec, speedup, scheduler_name, run_id),
+            resp = core.create_namespaced_pod(namespace, _manifest(rec, speedup, scheduler_name, run_id, batch),
                                               _preload_content=False)
             resp.read()
             resp.release_conn()
@@ -208,12 +225,37 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
         for rec in book.release():
             create(rec, max(t, rec.spec.arrival_s / speedup))
 
+    def requeue(rec: PodRecord) -> None:
+        """An evicted pod goes back to the queue: created again under a new name, its progress lost."""
+        del records[rec.name]
+        rec.evictions += 1
+        rec.bound = rec.started = -1.0
+        rec.node = ""
+        rec.name = f"r{next(seq):06d}-{run_id}"
+        records[rec.name] = rec
+        pool.submit(post, rec)
+
+    def follow_load(t: float) -> None:
+        """The services' CPU usage at the workload's load curve now (the simulator's `load_curve` factor)."""
+        assert workload.load_curve is not None
+        load = workload.load_curve(t * speedup)
+        for rec in list(records.values()):
+            if rec.spec.service and rec.started >= 0 > rec.ended:
+                value = f"{max(1, round(rec.spec.cpu_m * rec.spec.usage_cpu * load))}m"
+                pool.submit(_annotate, core, namespace, rec.name, {CPU_USAGE_ANNOTATION: value})
+
+    if controller is not None:
+        controller.start()
+    next_usage = 0.0 if controller is not None and workload.load_curve is not None else math.inf
     try:
         last_change = clock()
         while True:
             if refused:
                 raise UserError(refused[0])
             now = clock()
+            if now >= next_usage:
+                next_usage = now + USAGE_PERIOD_S
+                follow_load(now)
             while nxt is not None and nxt.arrival_s / speedup <= now:
                 spec = as_replayed(nxt)
                 rec = PodRecord(spec, f"r{next(seq):06d}-{run_id}")
@@ -231,13 +273,16 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                 break
             wait = 0.05 if nxt is None else min(0.05, max(0.001, nxt.arrival_s / speedup - now))
             try:
-                name, node, phase, at = events.get(timeout=wait)
+                name, node, phase, at, deleted = events.get(timeout=wait)
             except queue.Empty:
                 continue
             rec = records.get(name)
             if rec is None:
                 continue
             last_change = at
+            if deleted and rec.ended < 0:
+                requeue(rec)  # only the reclaim controller deletes a running pod during a replay
+                continue
             if node and rec.bound < 0:
                 rec.bound, rec.node = at, node
             if phase in ("Running", "Succeeded") and rec.started < 0:
@@ -250,12 +295,15 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                 if progress:
                     progress(finished, len(records))
     finally:
+        if controller is not None:
+            controller.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         watcher.stop.set()
         if not keep_pods:
             _delete_run(core, namespace, run_id)
     wall = clock()
-    metrics = _metrics(list(records.values()), cluster, speedup, min(wall, stop_s))
+    followed = workload.load_curve if math.isfinite(next_usage) else None
+    metrics = _metrics(list(records.values()), cluster, speedup, min(wall, stop_s), followed)
     lags = [(r.ready - r.due) * speedup for r in records.values() if r.ready >= 0]
     metrics["submit_lag_p99_s"] = float(np.percentile(lags, 99)) if lags else 0.0
     metrics.update({"policy": scheduler_name, "scenario": workload.name, "nodes": cluster.size,
@@ -264,6 +312,44 @@ def replay(workload: Workload, core: kubernetes.client.CoreV1Api, *, namespace: 
                     "placements_per_s": metrics["pods_scheduled"] / wall if wall > 0 else 0.0,
                     "source": "replay", "speedup": speedup})
     return metrics
+
+
+class _Controller(threading.Thread):
+    """The reclaim controller beside a replay: nothing lent until its first pass, one period after the start (the
+    simulator's "batch allocatable is 0 until the first usage report"), then one pass every period."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, cfg: ReclaimConfig, speedup: float) -> None:
+        from drlsched.k8s.reclaim_controller import ReclaimController
+        from drlsched.testbed.controlplane import METRICS_RESOLUTION_S
+
+        super().__init__(daemon=True, name="drlsched-replay-reclaim")
+        period = max(float(METRICS_RESOLUTION_S), cfg.period_s / speedup)
+        scaled = replace(cfg, period_s=period, window_s=max(period, cfg.window_s / speedup))
+        self.controller = ReclaimController(api, scaled, stale_after_s=6 * METRICS_RESOLUTION_S)
+        self.period = period
+        self.stopping = threading.Event()
+        self.controller.reset()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.period):
+            try:
+                self.controller.step()
+            except Exception as err:  # an API hiccup: the next period retries
+                log.warning("reclaim pass failed: %s", err)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=60)
+
+
+def _annotate(core: kubernetes.client.CoreV1Api, namespace: str, name: str, annotations: dict[str, str]) -> None:
+    try:
+        resp = core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": annotations}},
+                                         _preload_content=False)
+        resp.read()
+        resp.release_conn()
+    except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError) as err:  # gone meanwhile: nothing to do
+        log.info("could not update the usage of pod %s: %s", name, err)
 
 
 def _delete_run(core: kubernetes.client.CoreV1Api, namespace: str, run_id: str) -> None:
@@ -275,15 +361,17 @@ def _delete_run(core: kubernetes.client.CoreV1Api, namespace: str, run_id: str) 
 
 
 def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: float | None = None,
-             ) -> dict[str, object]:
+             load: Callable[[float], float] | None = None) -> dict[str, object]:
     """The simulator's metrics from the observed timeline (workload seconds = replayer seconds × speedup); `end`
-    is when the replay stopped (default: the last completion), the end of pods still running."""
+    is when the replay stopped (default: the last completion), the end of pods still running. `load`: the load
+    curve the services' usage annotations followed (their CPU usage is integrated at it)."""
     acc = Accumulator()
     bound = [r for r in records if r.bound >= 0]
     acc.pods_arrived = len(records)
     acc.pods_scheduled = len(bound)
     acc.pods_unschedulable = len(records) - len(bound)
     acc.pods_finished = sum(1 for r in records if r.ended >= 0)
+    acc.evictions = sum(r.evictions for r in records)
     created = [r.ready for r in records if r.ready >= 0]
     first = min(created) if created else 0.0
     ends = [r.ended for r in records if r.ended >= 0]
@@ -299,6 +387,8 @@ def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: fl
         jobs.setdefault(r.spec.job_id, []).append(r)
         if r.bound >= 0:
             acc.pending.append((r.bound - r.ready) * speedup)
+            if cluster.reclaim and r.spec.qos == QoS.BE:
+                acc.be_pending.append((r.bound - r.ready) * speedup)
         if r.spec.qos == QoS.LS and r.ended >= 0:
             acc.ls_pods += 1
             if (r.bound - r.ready) * speedup > SLA_PENDING_S:
@@ -307,7 +397,7 @@ def _metrics(records: list[PodRecord], cluster: Cluster, speedup: float, end: fl
         if all(r.ended >= 0 for r in pods):
             acc.jct.append((max(r.ended for r in pods) - min(r.ready for r in pods)) * speedup)
         _job_traffic(pods, cluster, index, acc, speedup)
-    _integrate(records, cluster, index, acc, speedup, stop)
+    _integrate(records, cluster, index, acc, speedup, stop, load)
     return summarize(acc, total_cpu=cluster.total_cpu, total_mem=cluster.total_mem,
                      total_gpu_milli=cluster.total_gpu_milli)
 
@@ -350,7 +440,7 @@ def _remote_seconds(talker: PodRecord, pods: list[PodRecord]) -> float:
 
 
 def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int], acc: Accumulator,
-               speedup: float, end: float) -> None:
+               speedup: float, end: float, load: Callable[[float], float] | None = None) -> None:
     """Time integrals of allocation and emulated usage, and GPU fragmentation, replaying arrival/bind/end in order.
     As in the simulator, a pod's shape counts towards the typical shapes when it arrives, bound or not."""
     events: list[tuple[float, int, PodRecord]] = [(r.ready, 0, r) for r in records if r.ready >= 0]
@@ -367,13 +457,15 @@ def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int]
     frag = FragmentationTracker(cluster, shapes) if cluster.total_gpu_milli else None
     gpu_ids: dict[str, tuple[int, ...]] = {}
     prev = events[0][0] if events else 0.0
-    alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = 0.0
+    alloc_cpu = alloc_gpu = use_cpu = use_mem = use_gpu = use_be = use_svc = 0.0
     for t, sign, r in events:
         dt = (t - prev) * speedup
         if dt > 0:
+            acc.cpu_reclaimed_s += use_be * dt
             acc.cpu_alloc_s += alloc_cpu * dt
             acc.gpu_alloc_s += alloc_gpu * dt
-            acc.cpu_use_s += use_cpu * dt
+            # Services' usage at the load curve they followed, taken at the start of each interval.
+            acc.cpu_use_s += (use_cpu + use_svc * (load(prev * speedup) - 1.0 if load else 0.0)) * dt
             acc.mem_use_s += use_mem * dt
             acc.gpu_use_s += use_gpu * dt
             if frag is not None:
@@ -399,5 +491,9 @@ def _integrate(records: list[PodRecord], cluster: Cluster, index: dict[str, int]
         alloc_gpu += sign * spec.gpus * (spec.gpu_milli or 1000)
         if r.started >= 0:  # emulated usage, counted from binding (KWOK starts pods at once)
             use_cpu += sign * spec.cpu_m * spec.usage_cpu
+            if req.batch:  # a BE pod on batch resources: its usage runs on reclaimed capacity
+                use_be += sign * spec.cpu_m * spec.usage_cpu
+            if spec.service:
+                use_svc += sign * spec.cpu_m * spec.usage_cpu
             use_mem += sign * spec.mem_mib * spec.usage_mem
             use_gpu += sign * spec.gpus * (spec.gpu_milli or 1000) * spec.usage_gpu

@@ -1,4 +1,5 @@
-"""`drlsched serve` (scheduler extender) and `drlsched schedule` (second scheduler)."""
+"""`drlsched serve` (scheduler extender), `drlsched schedule` (second scheduler) and `drlsched reclaim` (the
+node-resource controller for BE pods on reclaimed capacity)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -20,6 +22,7 @@ from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import Rollout
 from drlsched.policies import make_policy
+from drlsched.reclaim import RECLAIM_MODELS
 
 # What SIGTERM leaves to requests and binds under way. Kubernetes' default grace period is 30 s; an API call
 # times out after 35 s (connect 5 + read 30), so one to a hung apiserver is abandoned, not waited out.
@@ -52,6 +55,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     schedule.add_argument("--metrics-host", default=LOOPBACK, help="address for --metrics-port (default %(default)s)")
     _rollout_args(schedule)
     schedule.set_defaults(func=_schedule)
+
+    reclaim = sub.add_parser("reclaim", help="run the node-resource controller: batch resources for BE pods from "
+                                             "measured usage, and BE evictions (docs/kubernetes.md)")
+    reclaim.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
+    reclaim.add_argument("--model", required=True, choices=[m for m in RECLAIM_MODELS if m != "none"],
+                         help="how reclaimable capacity is estimated (the simulator's --reclaim models)")
+    reclaim.add_argument("--period", type=float, default=60.0,
+                         help="seconds between passes (default %(default)s, Koordinator's)")
+    reclaim.add_argument("--window", type=float, default=300.0,
+                         help="seconds of usage the model aggregates (default %(default)s)")
+    reclaim.add_argument("--metrics-interval", type=float, default=15.0,
+                         help="seconds between reads of metrics.k8s.io between passes (default %(default)s)")
+    reclaim.add_argument("--stale-after", type=float, default=180.0,
+                         help="seconds without a node usage sample after which its batch allocatable is 0")
+    reclaim.add_argument("--reclaim-cpu-threshold", type=float, metavar="SHARE",
+                         help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
+    reclaim.add_argument("--reclaim-mem-threshold", type=float, metavar="SHARE",
+                         help="share of node memory the model may hand out (default 0.65)")
+    reclaim.add_argument("--suppress-threshold", type=float, metavar="SHARE",
+                         help="BE pods together get at most capacity x SHARE - non-BE usage (CPU eviction rule)")
+    reclaim.add_argument("--evict-mem-threshold", type=float, default=0.70, metavar="SHARE",
+                         help="evict BE pods from a node whose memory usage passes this share (default 0.70)")
+    reclaim.add_argument("--event-namespace", default="default", help="namespace of the controller's Node events")
+    reclaim.add_argument("--once", action="store_true", help="one pass, print its result as JSON, exit")
+    reclaim.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    reclaim.set_defaults(func=_reclaim)
 
     report = sub.add_parser("ab-report", help="compare the A/B arms of placed pods; optionally apply rollback")
     report.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
@@ -260,4 +289,46 @@ def _ab_report(args: argparse.Namespace) -> int:
     print(render(report))
     if args.apply is not None:
         apply_decision(report, args.apply, args.promote)
+    return 0
+
+
+def _reclaim(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from drlsched.k8s.reclaim_controller import ReclaimController
+    from drlsched.reclaim import ReclaimConfig
+
+    _logging(args.log_level)
+    for name in ("period", "window", "metrics_interval", "stale_after"):
+        value = getattr(args, name)
+        if not (value > 0 and value < float("inf")):
+            raise UserError(f"--{name.replace('_', '-')} must be a positive number of seconds, not {value}")
+    if not 0 < args.evict_mem_threshold <= 1:
+        raise UserError(f"--evict-mem-threshold must be in (0, 1], got {args.evict_mem_threshold}")
+    cfg = ReclaimConfig(model=args.model, cpu_threshold=args.reclaim_cpu_threshold,
+                        mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
+                        period_s=args.period, window_s=args.window, evict_mem_threshold=args.evict_mem_threshold)
+    controller = ReclaimController(api_client(args.kubeconfig), cfg, stale_after_s=args.stale_after,
+                                   event_namespace=args.event_namespace)
+    if args.once:
+        results = controller.step()
+        print(json.dumps({name: dataclasses.asdict(r) for name, r in results.items()}, indent=2))
+        return 0
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    log = logging.getLogger("drlsched.k8s")
+    next_pass = time.monotonic()
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            controller.node_usage.add(controller.poll())
+            if started >= next_pass:
+                next_pass = started + args.period
+                controller.step(collect=False)
+        except Exception as err:  # an API hiccup: the next round retries
+            log.warning("reclaim pass failed: %s", err)
+        # Short waits: the signal handler runs on the main thread only between them (see _wait_for_stop).
+        while not stop.wait(0.25) and time.monotonic() - started < min(args.metrics_interval, args.period):
+            pass
     return 0

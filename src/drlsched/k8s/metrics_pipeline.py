@@ -204,6 +204,44 @@ def parse_node_metrics(body: dict[str, Any]) -> list[Sample]:
     return samples
 
 
+def parse_pod_metrics(body: dict[str, Any]) -> list[Sample]:
+    """A metrics.k8s.io/v1beta1 PodMetricsList, keyed "namespace/name" in `Sample.node` (its containers summed):
+    the per-pod usage the reclaim controller subtracts (BE pods) and tracks (Borg reservations, peak percentiles)."""
+    samples = []
+    for item in body.get("items") or []:
+        try:
+            meta = item["metadata"]
+            key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+            stamp = _rfc3339(item["timestamp"])
+            containers = item.get("containers") or []
+            cpu = sum(quantity.parse(c["usage"]["cpu"]) for c in containers) * 1000
+            mem = sum(quantity.parse(c["usage"]["memory"]) for c in containers) / 2**20
+            samples += [Sample(key, "cpu", cpu, stamp), Sample(key, "memory", mem, stamp)]
+        except (KeyError, TypeError, ValueError) as err:
+            log.info("skipping a PodMetrics item: %s", err)
+    return samples
+
+
+class MetricsApiCollector:
+    """NodeMetrics and PodMetrics from the metrics.k8s.io API (metrics-server; `kubectl top`'s source). `list_api`
+    lists one resource ("nodes" or "pods") and returns the decoded List; an unavailable API (metrics-server down:
+    503) collects nothing this round, so the nodes' windows age and go stale."""
+
+    def __init__(self, list_api: Callable[[str], dict[str, Any]]) -> None:
+        self.list_api = list_api
+
+    def collect(self) -> tuple[list[Sample], list[Sample]]:
+        """(node samples, pod samples)."""
+        out: list[list[Sample]] = []
+        for resource, parse in (("nodes", parse_node_metrics), ("pods", parse_pod_metrics)):
+            try:
+                out.append(parse(self.list_api(resource)))
+            except Exception as err:  # any API failure: this round is empty and the data ages
+                log.info("metrics.k8s.io %s unavailable: %s", resource, str(err).splitlines()[0] if str(err) else err)
+                out.append([])
+        return out[0], out[1]
+
+
 def _rfc3339(text: str) -> float:
     from datetime import datetime
 

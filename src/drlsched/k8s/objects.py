@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
 import kubernetes
 
 from drlsched.k8s import quantity
-from drlsched.workload import NodeSpec, PodSpec
+from drlsched.workload import NodeSpec, PodSpec, QoS
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Koordinator's batch resources: what the reclaim controller lends to best-effort pods on each node. A pod that
+# requests either is a BE pod; it is counted on batch resources only (Koordinator's webhook moves a BE pod's
+# cpu/memory requests there), in millicores (an integer count, "2500") and bytes.
+BATCH_CPU_RESOURCE = "kubernetes.io/batch-cpu"
+BATCH_MEMORY_RESOURCE = "kubernetes.io/batch-memory"
 GPU_MODEL_LABEL = "drlsched.io/gpu-model"
 RACK_LABEL = "drlsched.io/rack"
 # KWOK's pod annotations: run time (drlsched's stage) and emulated usage (kwok's usage metrics).
@@ -121,7 +127,7 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
     spec = as_dict(pod.get("spec"), "pod.spec")
     labels = as_dict(meta.get("labels"), "pod.metadata.labels")
     annotations = as_dict(meta.get("annotations"), "pod.metadata.annotations")
-    totals = {"cpu": 0.0, "memory": 0.0, GPU_RESOURCE: 0.0}
+    totals = {"cpu": 0.0, "memory": 0.0, GPU_RESOURCE: 0.0, BATCH_CPU_RESOURCE: 0.0, BATCH_MEMORY_RESOURCE: 0.0}
     init_max = dict(totals)
     try:
         for c in _list(spec.get("containers"), "pod.spec.containers"):
@@ -134,8 +140,13 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
                 init_max[key] = max(init_max[key], quantity.parse(req.get(key, 0)))
         overhead = as_dict(spec.get("overhead"), "pod.spec.overhead")
         effective = {k: max(totals[k], init_max[k]) + quantity.parse(overhead.get(k, 0)) for k in totals}
-        cpu_m = quantity.milli_cpu(effective["cpu"])
-        mem_mib = quantity.mebibytes(effective["memory"])
+        batch = effective[BATCH_CPU_RESOURCE] > 0 or effective[BATCH_MEMORY_RESOURCE] > 0
+        if batch:
+            cpu_m = quantity.count(effective[BATCH_CPU_RESOURCE])
+            mem_mib = quantity.mebibytes(effective[BATCH_MEMORY_RESOURCE])
+        else:
+            cpu_m = quantity.milli_cpu(effective["cpu"])
+            mem_mib = quantity.mebibytes(effective["memory"])
         gpus = quantity.count(effective[GPU_RESOURCE], MAX_GPUS)
         if gpus != effective[GPU_RESOURCE]:
             # The apiserver refuses fractional extended resources; GPU shares need a device plugin's own
@@ -168,6 +179,7 @@ def pod_spec(pod: dict[str, Any]) -> PodSpec:
         gpu_models=models,
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         tolerations=tolerations,
+        qos=QoS.BE if batch else QoS.BURSTABLE,
     )
 
 
@@ -186,6 +198,25 @@ def _affinity_models(spec: dict[str, Any]) -> tuple[str, ...]:
     return ()
 
 
+def batch_allocatable(node: dict[str, Any]) -> tuple[int, int]:
+    """A Node's batch allocatable (millicores, MiB rounded down); 0 where the reclaim controller set none."""
+    alloc = as_dict(as_dict(node.get("status"), "node.status").get("allocatable"), "node.status.allocatable")
+    try:
+        return (quantity.count(alloc.get(BATCH_CPU_RESOURCE, 0)),
+                quantity.mebibytes(alloc.get(BATCH_MEMORY_RESOURCE, 0), up=False))
+    except quantity.QuantityError as err:
+        raise ObjectError(f"node {_name(node, 'node')}: {err}") from None
+
+
+def is_batch(pod: dict[str, Any]) -> bool:
+    """Whether a pod requests batch resources (a BE pod on reclaimed capacity)."""
+    for c in _list(as_dict(pod.get("spec"), "pod.spec").get("containers"), "pod.spec.containers"):
+        req = _requests(c, "pod.spec.containers[]")
+        if BATCH_CPU_RESOURCE in req or BATCH_MEMORY_RESOURCE in req:
+            return True
+    return False
+
+
 def node_specs(core: kubernetes.client.CoreV1Api) -> list[NodeSpec]:
     """Every node as a NodeSpec (allocatable cpu, memory, GPUs; GPU model and rack labels), sorted by name."""
     raw = json.loads(core.list_node(_preload_content=False).data)
@@ -200,9 +231,14 @@ def pod_manifest(
     duration: str | None = "30s",
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    batch: bool = False,
 ) -> dict[str, Any]:
-    """A single-container pod; on KWOK nodes it is marked Succeeded `duration` after it runs (never, if None)."""
+    """A single-container pod; on KWOK nodes it is marked Succeeded `duration` after it runs (never, if None).
+    With `batch` (a BE pod on reclaimed capacity) it asks `cpu` and `memory` as batch resources instead."""
     requests = {"cpu": cpu, "memory": memory}
+    if batch:
+        requests = {BATCH_CPU_RESOURCE: str(quantity.milli_cpu(cpu)),
+                    BATCH_MEMORY_RESOURCE: str(math.ceil(quantity.parse(memory)))}
     if gpus:
         requests[GPU_RESOURCE] = str(gpus)
     meta_annotations = dict(annotations or {})

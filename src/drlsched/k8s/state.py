@@ -4,6 +4,10 @@ simulator's Cluster.
 The same `Cluster` the simulator uses, so every policy serves the simulator, the extender and the second
 scheduler unchanged. `ClusterState` is a watch-fed cache: node changes rebuild the arrays (rare), pod changes
 allocate or release one pod in place (every scheduling cycle).
+
+BE pods (those requesting `kubernetes.io/batch-cpu`/`batch-memory`) fit against each node's batch allocatable, as
+the reclaim controller last set it (`drlsched reclaim`), minus the BE pods bound there: the Cluster's reclaim
+mode. A change of batch allocatable alone updates the arrays in place (it changes every reclaim period).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from drlsched.cluster import Cluster, PodRequest
-from drlsched.k8s.objects import TERMINAL_PHASES, ObjectError, as_dict, node_spec, pod_spec
+from drlsched.k8s.objects import TERMINAL_PHASES, ObjectError, as_dict, batch_allocatable, node_spec, pod_spec
 from drlsched.workload import NodeSpec, PodSpec
 
 MAX_FINISHED = 200_000  # finished pods remembered for data locality (oldest forgotten first)
@@ -27,9 +31,10 @@ log = logging.getLogger("drlsched.k8s")
 
 
 def build_cluster(nodes: list[NodeSpec]) -> tuple[Cluster, dict[str, int]]:
-    """A Cluster over nodes sorted by name (a stable order: first-fit means the lowest name) and its index."""
+    """A Cluster over nodes sorted by name (a stable order: first-fit means the lowest name) and its index. BE
+    pods fit on batch resources (0 until `set_batch`)."""
     ordered = sorted(nodes, key=lambda n: n.name)
-    return Cluster(ordered), {n.name: i for i, n in enumerate(ordered)}
+    return Cluster(ordered, reclaim=True), {n.name: i for i, n in enumerate(ordered)}
 
 
 @dataclass(slots=True)
@@ -51,6 +56,7 @@ class ClusterState:
         self.lock = threading.RLock()
         self._nodes: dict[str, NodeSpec] = {}
         self._labels: dict[str, dict[str, str]] = {}  # for nodeSelector (the second scheduler's own filter)
+        self._batch: dict[str, tuple[int, int]] = {}  # node -> batch allocatable (millicores, MiB)
         self._expiring: dict[str, float] = {}  # uid -> monotonic deadline of an unconfirmed assumption
         self._pods: dict[str, _Bound] = {}
         self._waiting: set[str] = set()  # uids the watch shows unbound and not finished
@@ -73,15 +79,21 @@ class ClusterState:
             self.delete_node(spec.name)
             return
         labels = {str(k): str(v) for k, v in as_dict(node["metadata"].get("labels"), "node.metadata.labels").items()}
+        batch = batch_allocatable(node)
         with self.lock:
             self._labels[spec.name] = labels
+            self._batch[spec.name] = batch
             if self._nodes.get(spec.name) != spec:
                 self._nodes[spec.name] = spec
                 self._cluster = None
+            elif self._cluster is not None:
+                i = self.index[spec.name]
+                self._cluster.batch_cpu[i], self._cluster.batch_mem[i] = batch
 
     def delete_node(self, name: str) -> None:
         with self.lock:
             self._labels.pop(name, None)
+            self._batch.pop(name, None)
             if self._nodes.pop(name, None) is not None:
                 self._cluster = None
 
@@ -172,6 +184,7 @@ class ClusterState:
         with self.lock:
             self._nodes = {}
             self._labels = {}
+            self._batch = {}
             self._cluster = None
             for node in nodes:
                 _skip_unusable(self.set_node, node)
@@ -200,6 +213,8 @@ class ClusterState:
         with self.lock:
             if self._cluster is None:
                 self._cluster, self.index = build_cluster(list(self._nodes.values()))
+                for name, i in self.index.items():
+                    self._cluster.batch_cpu[i], self._cluster.batch_mem[i] = self._batch.get(name, (0, 0))
                 self.generation += 1
                 for bound in self._pods.values():
                     bound.placed = None

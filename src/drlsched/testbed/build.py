@@ -3,6 +3,10 @@
 The cache lives outside the clone (`~/.cache/drlsched/testbed/<key>/bin`); the key holds every pinned
 version and a hash of the wrapper modules' go.mod/go.sum, so a version bump builds into a fresh directory
 and an unchanged pin reuses the binaries. Nothing built ever lands in the repository.
+
+metrics-server is an optional extra with a key of its own (`build(extra=True)`, `testbed build
+--metrics-server`, or on demand by `testbed up --metrics-server`): adding it leaves the core binaries' key, and
+so their cache, as it was.
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ COMPONENTS = (
     ),
     Component("kwok", "sigs.k8s.io/kwok", ("sigs.k8s.io/kwok/cmd/kwok",), ("kwok",)),
 )
+METRICS_SERVER = Component(
+    "metrics-server",
+    "sigs.k8s.io/metrics-server",
+    ("sigs.k8s.io/metrics-server/cmd/metrics-server",),
+    ("metrics-server",),
+)
 
 
 def cache_root() -> Path:
@@ -71,12 +81,12 @@ def go_version() -> str:
     return out.strip()
 
 
-def build_key() -> str:
+def build_key(components: tuple[Component, ...] = COMPONENTS) -> str:
     digest = hashlib.sha256()
-    for component in COMPONENTS:
+    for component in components:
         for name in ("go.mod", "go.sum"):
             digest.update(_read(MODULES_DIR / component.module / name).encode())
-    versions = "-".join(f"{c.module}{pinned_version(c)}" for c in COMPONENTS)
+    versions = "-".join(f"{c.module}{pinned_version(c)}" for c in components)
     return f"{versions}-{go_version()}-{digest.hexdigest()[:8]}"
 
 
@@ -96,9 +106,26 @@ def find_binaries() -> dict[str, Path]:
     return paths
 
 
+def metrics_server_binary() -> Path:
+    """The metrics-server binary, built first if the cache lacks it (DRLSCHED_TESTBED_BIN may hold one too)."""
+    override = os.environ.get("DRLSCHED_TESTBED_BIN")
+    if override and os.access(Path(override) / "metrics-server", os.X_OK):
+        return Path(override) / "metrics-server"
+    return build_extra() / "metrics-server"
+
+
 def build(force: bool = False) -> Path:
-    """Builds every binary unless the cache already holds them; returns the bin directory."""
-    key = build_key()
+    """Builds every core binary unless the cache already holds them; returns the bin directory."""
+    return _build_bundle(COMPONENTS, force)
+
+
+def build_extra(force: bool = False) -> Path:
+    """Builds metrics-server unless the cache already holds it; returns its bin directory."""
+    return _build_bundle((METRICS_SERVER,), force)
+
+
+def _build_bundle(components: tuple[Component, ...], force: bool) -> Path:
+    key = build_key(components)
     target = cache_root() / key
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two clones (or CI jobs) sharing a cache must not build the same key twice at once.
@@ -111,14 +138,14 @@ def build(force: bool = False) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "bin").mkdir(parents=True)
         started = time.monotonic()
-        timings = {c.module: _build_component(c, staging / "bin") for c in COMPONENTS}
+        timings = {c.module: _build_component(c, staging / "bin") for c in components}
         record = {
             "key": key,
             "go": go_version(),
-            "versions": {c.dependency: pinned_version(c) for c in COMPONENTS},
+            "versions": {c.dependency: pinned_version(c) for c in components},
             "build_seconds": round(time.monotonic() - started, 1),
             "component_seconds": timings,
-            "binary_bytes": {name: (staging / "bin" / name).stat().st_size for name in BINARIES},
+            "binary_bytes": {name: (staging / "bin" / name).stat().st_size for c in components for name in c.binaries},
             "cpus": os.cpu_count(),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -129,8 +156,8 @@ def build(force: bool = False) -> Path:
         return target / "bin"
 
 
-def build_record() -> dict[str, object] | None:
-    path = cache_root() / build_key() / "build.json"
+def build_record(components: tuple[Component, ...] = COMPONENTS) -> dict[str, object] | None:
+    path = cache_root() / build_key(components) / "build.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -146,6 +173,8 @@ def _build_component(component: Component, out: Path) -> float:
             f" -X k8s.io/component-base/version.gitMajor={major}"
             f" -X k8s.io/component-base/version.gitMinor={minor}"
         )
+    elif component.module == "metrics-server":
+        ldflags += f" -X k8s.io/client-go/pkg/version.gitVersion={version}"  # as its Makefile stamps it
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
     # One package: name the binary (etcd's would be "server"); several: go names each after its directory.
     target = f"{out}/{component.binaries[0]}" if len(component.packages) == 1 else f"{out}/"

@@ -1,5 +1,5 @@
 """`drlsched testbed build|up|down|status`: a real local control plane (etcd, kube-apiserver, kube-
-scheduler, kwok)."""
+scheduler, kwok; metrics-server on request)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     build = actions.add_parser("build", help="build the control-plane binaries into the cache (once per version)")
     build.add_argument("--force", action="store_true", help="rebuild even if the cache holds this version")
+    build.add_argument("--metrics-server", action="store_true",
+                       help="build metrics-server too (its own cache key; `up --metrics-server` builds it on demand)")
     build.set_defaults(func=_build)
 
     up = actions.add_parser("up", help="start the control plane and fake nodes; prints the kubeconfig path")
@@ -33,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run the real kube-scheduler, or none (pods stay Pending until bound by someone)",
     )
     up.add_argument("--apiserver-port", type=int, default=0, help="kube-apiserver port (default: any free one)")
+    up.add_argument("--metrics-server", action="store_true",
+                    help="run metrics-server on kwok's emulated usage: metrics.k8s.io NodeMetrics/PodMetrics, as "
+                         "`kubectl top` and `drlsched reclaim` read them (built first if the cache lacks it)")
     _state_dir_arg(up)
     up.set_defaults(func=_up)
 
@@ -57,6 +62,8 @@ def _state_dir_arg(parser: argparse.ArgumentParser) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     print(build_mod.build(force=args.force))
+    if args.metrics_server:
+        print(build_mod.build_extra(force=args.force))
     return 0
 
 
@@ -69,6 +76,7 @@ def _up(args: argparse.Namespace) -> int:
             profile=args.node_profile,
             scheduler=args.scheduler,
             apiserver_port=args.apiserver_port,
+            metrics_server=args.metrics_server,
         )
     )
     controlplane.log(f"testbed up in {testbed.startup_seconds} s: {testbed.apiserver_url}, {testbed.nodes} nodes")

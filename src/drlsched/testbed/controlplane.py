@@ -1,4 +1,5 @@
-"""`up` and `down` of a local control plane on loopback: etcd, kube-apiserver, kwok and kube-scheduler.
+"""`up` and `down` of a local control plane on loopback: etcd, kube-apiserver, kwok, kube-scheduler and, with
+`metrics_server`, a real metrics-server scraping kwok's emulated kubelet metrics (metrics.k8s.io, `kubectl top`).
 
 Everything a running testbed owns lives in one state directory, described by its `state.json` (ports, pids,
 binaries, kubeconfig). The file is rewritten after every process start, so `down` can clean up after an `up`
@@ -23,10 +24,10 @@ import yaml
 
 from drlsched.errors import UserError
 from drlsched.testbed import processes
-from drlsched.testbed.build import find_binaries
+from drlsched.testbed.build import find_binaries, metrics_server_binary
 from drlsched.testbed.kwok_config import kwok_config
 from drlsched.testbed.nodes import exact_node_manifests, node_manifests, profile_names
-from drlsched.testbed.pki import Pki, create_pki, write_kubeconfig
+from drlsched.testbed.pki import FRONT_PROXY_NAME, Pki, create_pki, write_kubeconfig
 from drlsched.testbed.pods import create_concurrently
 from drlsched.testbed.processes import LOOPBACK
 from drlsched.workload import NodeSpec
@@ -36,6 +37,9 @@ MARKER = ".drlsched-testbed"  # marks a directory as a testbed's, so reusing or 
 SCHEDULERS = ("default", "none")
 _API_TIMEOUT_S = 120.0
 _NODE_TIMEOUT_S = 300.0
+_METRICS_TIMEOUT_S = 180.0
+# metrics-server's shortest resolution: NodeMetrics are a rate over two scrapes this far apart.
+METRICS_RESOLUTION_S = 10
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Options:
     scheduler: str = "default"
     node_specs: Sequence[NodeSpec] | None = None  # exactly these nodes (`nodes` must match; the profile is a label)
     apiserver_port: int = 0  # 0: any free port
+    metrics_server: bool = False  # serve metrics.k8s.io from kwok's usage emulation (built on demand)
 
 
 @dataclass
@@ -91,12 +96,14 @@ class Testbed:
 def up(options: Options) -> Testbed:
     _check_options(options)
     binaries = find_binaries()
+    if options.metrics_server:
+        binaries["metrics-server"] = metrics_server_binary()
     state_dir = options.state_dir.resolve()
     _claim_state_dir(state_dir)
     if options.apiserver_port:
         processes.require_free(options.apiserver_port, "kube-apiserver")
     started = time.monotonic()
-    names = ("etcd", "etcd-peer", "apiserver", "kwok", "scheduler")
+    names = ("etcd", "etcd-peer", "apiserver", "kwok", "scheduler", "metrics-server")
     ports = dict(zip(names, processes.free_ports(len(names)), strict=True))
     ports["apiserver"] = options.apiserver_port or ports["apiserver"]
     testbed = Testbed(
@@ -229,6 +236,9 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
             f"--node-ip={LOOPBACK}",
             f"--node-port={ports['kwok']}",
             "--cidr=10.0.0.1/16",
+            # kwok serves TLS and plain HTTP on one port: metrics-server scrapes kubelets over HTTPS only.
+            f"--tls-cert-file={pki.server_cert}",
+            f"--tls-private-key-file={pki.server_key}",
             "--node-lease-duration-seconds=0",
         ],
         lambda: processes.http_ok(f"{testbed.kwok_url}/healthz"),
@@ -252,6 +262,111 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
         started = time.monotonic()
         _wait_nodes_ready(api, options.nodes)
         testbed.step_seconds["nodes-ready"] = round(time.monotonic() - started, 2)
+
+    if options.metrics_server:
+        start_metrics_server(testbed, binaries["metrics-server"])
+
+
+def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
+    """Starts metrics-server behind the aggregator (APIService v1beta1.metrics.k8s.io) and waits until it serves
+    NodeMetrics. As kwokctl does, the APIService points at an ExternalName Service naming the loopback address."""
+    if processes_running(testbed, "metrics-server"):
+        raise UserError(f"the testbed in {testbed.state_dir} already runs metrics-server")
+    d = testbed.state_dir
+    pki = Pki(d / "pki")
+    port = testbed.ports["metrics-server"]
+    with _client(testbed) as api:
+        _register_metrics_api(api, port)
+    args = [
+        f"--kubeconfig={d / 'metrics-server.kubeconfig'}",
+        f"--authentication-kubeconfig={d / 'metrics-server.kubeconfig'}",
+        f"--authorization-kubeconfig={d / 'metrics-server.kubeconfig'}",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={port}",
+        f"--tls-cert-file={pki.server_cert}",
+        f"--tls-private-key-file={pki.server_key}",
+        "--kubelet-preferred-address-types=InternalIP",
+        "--kubelet-use-node-status-port",  # kwok's port, from each node's daemonEndpoints
+        "--kubelet-insecure-tls",  # kwok serves the apiserver's certificate, which names 127.0.0.1, not nodes
+        f"--metric-resolution={METRICS_RESOLUTION_S}s",
+        "--kubelet-request-timeout=5s",  # must stay under 0.9 x the resolution
+    ]
+    insecure = ssl._create_unverified_context()
+    _launch(
+        testbed,
+        "metrics-server",
+        binary or metrics_server_binary(),
+        args,
+        lambda: processes.http_ok(f"https://{LOOPBACK}:{port}/healthz", insecure),
+        60.0,
+    )
+    started = time.monotonic()
+    with _client(testbed) as api:
+        _wait_node_metrics(api, testbed.nodes)
+    testbed.step_seconds["node-metrics"] = round(time.monotonic() - started, 2)
+    testbed.save()
+
+
+def stop_process(testbed: Testbed, name: str) -> bool:
+    """Stops one of the testbed's processes (e.g. metrics-server, to make metrics stale); whether it ran."""
+    proc = testbed.processes.pop(name, None)
+    testbed.save()
+    if proc is None or not processes.runs(proc["pid"], proc["binary"]):
+        return False
+    processes.stop(proc["pid"], proc["binary"])
+    return True
+
+
+def processes_running(testbed: Testbed, name: str) -> bool:
+    proc = testbed.processes.get(name)
+    return proc is not None and processes.runs(proc["pid"], proc["binary"])
+
+
+def _register_metrics_api(api: kubernetes.client.ApiClient, port: int) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+        "spec": {"type": "ExternalName", "externalName": LOOPBACK, "ports": [{"name": "https", "port": port}]},
+    }
+    apiservice = {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": "v1beta1.metrics.k8s.io"},
+        "spec": {
+            "group": "metrics.k8s.io",
+            "version": "v1beta1",
+            "service": {"name": "metrics-server", "namespace": "kube-system", "port": port},
+            "insecureSkipTLSVerify": True,
+            "groupPriorityMinimum": 100,
+            "versionPriority": 100,
+        },
+    }
+    core = kubernetes.client.CoreV1Api(api)
+    registration = kubernetes.client.ApiregistrationV1Api(api)
+    for create, body in ((lambda b: core.create_namespaced_service("kube-system", b), service),
+                         (registration.create_api_service, apiservice)):
+        try:
+            create(body)
+        except kubernetes.client.ApiException as err:
+            if err.status != 409:  # left by an earlier start on this testbed: same content
+                raise
+
+
+def _wait_node_metrics(api: kubernetes.client.ApiClient, expected: int) -> None:
+    deadline = time.monotonic() + _METRICS_TIMEOUT_S
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            body = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object("metrics.k8s.io", "v1beta1",
+                                                                                      "nodes")
+            seen = len(body.get("items") or [])
+            if seen >= expected:
+                return
+        except kubernetes.client.ApiException:
+            pass  # 503 until the aggregator sees metrics-server available
+        time.sleep(1.0)
+    raise UserError(f"metrics-server served NodeMetrics for {seen} of {expected} nodes in {_METRICS_TIMEOUT_S:.0f} s")
 
 
 def start_scheduler(testbed: Testbed, config: dict[str, Any] | None = None) -> None:
@@ -307,6 +422,17 @@ def _apiserver_args(ports: dict[str, int], etcd_url: str, pki: Pki) -> list[str]
         "--enable-priority-and-fairness=false",
         "--max-requests-inflight=0",
         "--max-mutating-requests-inflight=0",
+        # The aggregator (metrics.k8s.io): its client certificate, and what extension apiservers trust it with.
+        f"--proxy-client-cert-file={pki.front_proxy_cert}",
+        f"--proxy-client-key-file={pki.front_proxy_key}",
+        f"--requestheader-client-ca-file={pki.ca_cert}",
+        # Published to delegating servers (kube-scheduler, metrics-server) with the above; without it they log an
+        # error on every resync. Certificates signed by this CA then authenticate; only the front proxy's exists.
+        f"--client-ca-file={pki.ca_cert}",
+        f"--requestheader-allowed-names={FRONT_PROXY_NAME}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
     ]
 
 

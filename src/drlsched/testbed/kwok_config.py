@@ -5,7 +5,10 @@ two changes:
 - pods complete (exit 0, Ready turning False as kubelet does) after the duration in the `drlsched.io/run-duration`
   annotation, with no jitter: kwok uses the jitter *instead of* the duration when jitter <= duration;
 - there is no node heartbeat stage: with no controller manager nothing would ever mark a silent node NotReady,
-  so heartbeats would only load the apiserver.
+  so heartbeats would only load the apiserver;
+- a node's usage is its running pods' plus a small system baseline (`SYSTEM_CPU_CORES`, `SYSTEM_MEMORY_BYTES`:
+  kubelet, runtime and OS, which a real node always reports). metrics-server drops a node whose CPU counter or
+  working set reads 0, so without it an empty node would have no NodeMetrics.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from drlsched.k8s.objects import (
 
 RESOURCE_METRICS_PATH = "/metrics/nodes/{node}/metrics/resource"
 GPU_METRICS_PATH = "/metrics/nodes/{node}/metrics/gpu"
+SYSTEM_CPU_CORES = 0.05
+SYSTEM_MEMORY_BYTES = 256 * 2**20
 
 _NODE_INITIALIZE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -251,8 +256,10 @@ _RESOURCE_METRICS = (
     )
     + _metric("pod_cpu_usage_seconds_total", "pod", "counter", 'pod.CumulativeUsage("cpu")', _POD)
     + _metric("pod_memory_working_set_bytes", "pod", "gauge", 'pod.Usage("memory")', _POD)
-    + _metric("node_cpu_usage_seconds_total", "node", "counter", 'node.CumulativeUsage("cpu")', ())
-    + _metric("node_memory_working_set_bytes", "node", "gauge", 'node.Usage("memory")', ())
+    + _metric("node_cpu_usage_seconds_total", "node", "counter",
+              f'node.CumulativeUsage("cpu") + node.SinceSecond() * {SYSTEM_CPU_CORES}', ())
+    + _metric("node_memory_working_set_bytes", "node", "gauge",
+              f'node.Usage("memory") + {float(SYSTEM_MEMORY_BYTES)}', ())
 )
 
 # A per-pod GPU utilisation gauge (no kubelet equivalent; DCGM exports the real one), read from an annotation.

@@ -26,6 +26,14 @@ _SERVER_EXT = (
     "keyUsage=critical,digitalSignature,keyEncipherment\n"
     "extendedKeyUsage=serverAuth\n"
 )
+_CLIENT_EXT = (
+    "basicConstraints=CA:FALSE\n"
+    "keyUsage=critical,digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage=clientAuth\n"
+)
+# The name the apiserver's aggregator presents to extension apiservers (metrics-server), which trust it to pass
+# the user on in X-Remote-* headers (`--requestheader-allowed-names`).
+FRONT_PROXY_NAME = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ IDENTITIES = {
     "admin": Identity("drlsched-admin", ("system:masters",)),
     "kube-scheduler": Identity("system:kube-scheduler", ()),
     "kwok": Identity("kwok-controller", ("system:masters",)),
+    "metrics-server": Identity("metrics-server", ("system:masters",)),
 }
 
 
@@ -57,6 +66,14 @@ class Pki:
     @property
     def server_key(self) -> Path:
         return self.directory / "apiserver.key"
+
+    @property
+    def front_proxy_cert(self) -> Path:
+        return self.directory / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_key(self) -> Path:
+        return self.directory / "front-proxy-client.key"
 
     @property
     def service_account_key(self) -> Path:
@@ -91,37 +108,8 @@ def create_pki(directory: Path) -> Pki:
         "/CN=drlsched-testbed-ca",
         cwd=directory,
     )
-    _openssl(
-        "req",
-        "-new",
-        *_EC,
-        "-keyout",
-        "apiserver.key",
-        "-out",
-        "apiserver.csr",
-        "-subj",
-        "/CN=kube-apiserver",
-        cwd=directory,
-    )
-    (directory / "server.ext").write_text(_SERVER_EXT)
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        "apiserver.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "apiserver.crt",
-        "-days",
-        "3650",
-        "-extfile",
-        "server.ext",
-        cwd=directory,
-    )
+    _signed(directory, "apiserver", "/CN=kube-apiserver", _SERVER_EXT)
+    _signed(directory, "front-proxy-client", f"/CN={FRONT_PROXY_NAME}", _CLIENT_EXT)
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=directory)
     rows = []
     for index, identity in enumerate(IDENTITIES.values()):
@@ -152,6 +140,17 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, token: str) -> Path:
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
     return path
+
+
+def _signed(directory: Path, name: str, subject: str, extensions: str) -> None:
+    """`name`.key and `name`.crt, signed by the testbed's CA."""
+    _openssl("req", "-new", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=directory)
+    (directory / f"{name}.ext").write_text(extensions)
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", f"{name}.crt", "-days", "3650", "-extfile", f"{name}.ext",
+        cwd=directory,
+    )
 
 
 def _openssl(*args: str, cwd: Path) -> None:
