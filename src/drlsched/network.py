@@ -1,0 +1,122 @@
+"""Network links shared by concurrent transfers: each node's NIC and each rack's uplink (docs/simulator.md,
+"Network").
+
+Links, one per direction (full duplex): a node's NIC out and in, `nic_gbps` each; a rack's uplink up and down,
+(nodes in the rack × `nic_gbps`) / `rack_oversubscription` each (1 = non-blocking). A remote read is one
+transfer from its source nodes to the reader: it crosses the reader's NIC in, each remote source's NIC out and,
+for the sources on other racks, their racks' uplinks up and the reader's rack's uplink down; on each link it puts
+the share of its bytes that crosses it. Same-node reads cross nothing and are free.
+
+Sharing is max-min fair, approximated at transfer start ("snapshot max-min"): a transfer gets, on every link it
+crosses, the max-min fair share left by the transfers active there (water-filling over their loads: it gets y
+with Σ min(load_i, y) + y = capacity), its rate is the smallest of those over its links (weighted by the share of
+its bytes on each), and it keeps that rate to its end. Transfers already running are neither slowed by a newcomer
+nor sped up when others end. So k reads starting together on one NIC take 1/C, 2/C, …, k/C of their size: the
+last ends when a fluid max-min model ends it, the earlier ones sooner; a read never waits for a link's backlog.
+This costs one pass over the links a read crosses (pure Python on a few short lists), where a fluid model would
+recompute every active transfer's rate and re-plan the completions of the pods that read at each start and end.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from drlsched.errors import UserError
+
+MB_PER_GBIT = 1000.0 / 8.0
+
+
+def check_link_options(nic_gbps: float, rack_oversubscription: float) -> None:
+    for name, value in (("--nic-gbps", nic_gbps), ("--rack-oversubscription", rack_oversubscription)):
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise UserError(f"{name} must be a positive finite number, got {value}")
+
+
+class Network:
+    """Active transfers per link and the reads' times; `shared=False` gives every read the whole NIC."""
+
+    def __init__(self, rack: np.ndarray, nic_gbps: float, rack_oversubscription: float, shared: bool = True) -> None:
+        check_link_options(nic_gbps, rack_oversubscription)
+        self.rack = rack.tolist()
+        self.nodes = len(self.rack)
+        per_rack = np.bincount(rack, minlength=int(rack.max(initial=-1)) + 1)
+        self.racks = len(per_rack)
+        self.nic = nic_gbps * MB_PER_GBIT  # MB/s
+        self.shared = shared
+        n = self.nodes
+        # Link ids: NIC out = node, NIC in = n + node, rack up = 2n + rack, rack down = 2n + racks + rack.
+        uplink = (per_rack * self.nic / rack_oversubscription).tolist()
+        self.capacity = [self.nic] * (2 * n) + uplink + uplink
+        self.active: dict[int, list[tuple[float, float]]] = {}  # link -> (end time, load in MB/s) of transfers
+        self.wait_s = 0.0  # Σ (duration − duration at the full NIC) over remote reads
+        self.slowdowns = array("d")  # per remote read: duration / duration at the full NIC
+
+    def read(self, t: float, dst: int, sources: Iterable[int], mb: float) -> tuple[float, float, float]:
+        """A read of `mb` at time t by a pod on `dst`, spread evenly over `sources` (node rows, with repeats): its
+        duration in seconds, and the MB crossing nodes and crossing racks."""
+        counts = Counter(sources)
+        total = sum(counts.values())
+        if not total:
+            return 0.0, 0.0, 0.0
+        rack, my_rack, n = self.rack, self.rack[dst], self.nodes
+        weights: dict[int, float] = {}
+        remote = cross = 0
+        for node, k in counts.items():
+            if node == dst:
+                continue
+            remote += k
+            weights[node] = k
+            r = rack[node]
+            if r != my_rack:
+                cross += k
+                up = 2 * n + r
+                weights[up] = weights.get(up, 0) + k
+        if not remote:
+            return 0.0, 0.0, 0.0
+        remote_mb = mb * remote / total
+        cross_mb = mb * cross / total
+        full = remote_mb / self.nic
+        if not self.shared:
+            return full, remote_mb, cross_mb
+        weights[n + dst] = remote
+        if cross:
+            weights[2 * n + self.racks + my_rack] = cross
+        # Shares of this transfer's bytes per link (weights / remote); its rate is limited by the tightest link.
+        rate = math.inf
+        for link, w in weights.items():
+            rate = min(rate, self._fair_share(link, t) * remote / w)
+        duration = remote_mb / rate
+        end = t + duration
+        for link, w in weights.items():
+            self.active.setdefault(link, []).append((end, rate * w / remote))
+        self.wait_s += duration - full
+        self.slowdowns.append(duration / full)
+        return duration, remote_mb, cross_mb
+
+    def _fair_share(self, link: int, t: float) -> float:
+        """The max-min fair share of a new transfer on a link, given the loads of the transfers active there."""
+        cap = self.capacity[link]
+        entries = self.active.get(link)
+        if not entries:
+            return cap
+        live = [e for e in entries if e[0] > t]
+        self.active[link] = live
+        loads = sorted(e[1] for e in live)
+        k = len(loads) + 1  # the transfers still to be served, the newcomer included
+        for load in loads:
+            if load * k >= cap:
+                break
+            cap -= load
+            k -= 1
+        return cap / k
+
+    def summary(self) -> dict[str, float]:
+        """`network_wait_s` and `transfer_slowdown_p99` (docs/simulator.md, "Metrics")."""
+        slow = np.frombuffer(self.slowdowns, dtype=np.float64)
+        return {"network_wait_s": self.wait_s,
+                "transfer_slowdown_p99": float(np.percentile(slow, 99)) if slow.size else 1.0}
