@@ -223,6 +223,8 @@ class Simulator:
                                                              hint_width=REQUEST_ROW)
         self.freed: set[int] = set()  # nodes whose room grew since the last scheduling pass
         self.now = 0.0
+        self.window_cpu_s: float | None = None
+        self.busy_t = 0.0  # the last usage tick with pods running, starting or still to arrive
         self.starting = 0
         self.pending_count = 0
 
@@ -288,6 +290,7 @@ class Simulator:
         out["wall_s"] = wall
         out["placements_per_s"] = self.acc.pods_scheduled / wall if wall > 0 else 0.0
         out["cross_rack_traffic_gb"] = self.acc.cross_rack_mb / 1000.0
+        out["cpu_util_window"] = self._window_util()
         out.update(self.net.summary())
         out["pods_finished"] = self.acc.pods_finished
         out["pods_running_at_end"] = self.acc.pods_scheduled - self.acc.pods_finished
@@ -296,6 +299,15 @@ class Simulator:
         if "bad_rows" in self.workload.info:
             out["trace_bad_rows"] = self.workload.info["bad_rows"]
         return out
+
+    def _window_util(self) -> float:
+        """CPU used / capacity from the first arrival to the end of the arrival window (or of the run if sooner)."""
+        a = self.acc
+        if a.first_arrival is None:
+            return 0.0
+        used = self.window_cpu_s if self.window_cpu_s is not None else a.cpu_use_s
+        span = min(self.workload.duration_s, self.now) - a.first_arrival
+        return used / (span * self.cluster.total_cpu) if span > 0 else 0.0
 
     @property
     def series(self) -> list[tuple[float, ...]]:
@@ -321,8 +333,12 @@ class Simulator:
                 self._complete(run, t)
         elif kind == _TICK:
             self._tick(t)
-            # Pending pods with nothing running, starting or arriving can never be placed: stop there.
+            # Pending pods with nothing running, starting or arriving can never be placed: stop there. With a
+            # reclaim model, not before the usage window has emptied: batch allocatable grows until then.
             if more_arrivals or self.slot_runs or self.starting:
+                self.busy_t = t
+                self._push(t + self.tick_s, _TICK, None)
+            elif self.reclaim and self.pending_count and t <= self.busy_t + self.rc.window_s + self.rc.period_s:
                 self._push(t + self.tick_s, _TICK, None)
         elif kind == _REBALANCE:
             self._rebalance(t)
@@ -343,6 +359,9 @@ class Simulator:
             a.gpu_alloc_s += self._gpu_alloc_now * dt
             if self.frag is not None:
                 self.frag.integrate(a, dt)
+            if self.window_cpu_s is None and t >= self.workload.duration_s:
+                # CPU used by the end of the arrival window: the steady state, without the drain.
+                self.window_cpu_s = a.cpu_use_s - self.sum_eff_cpu * (t - max(self.workload.duration_s, self.now))
         self.now = t
 
     def _touch(self, node: int, t: float) -> None:
