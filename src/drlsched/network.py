@@ -13,12 +13,14 @@ with Σ min(load_i, y) + y = capacity), its rate is the smallest of those over i
 its bytes on each), and it keeps that rate to its end. Transfers already running are neither slowed by a newcomer
 nor sped up when others end. So k reads starting together on one NIC take 1/C, 2/C, …, k/C of their size: the
 last ends when a fluid max-min model ends it, the earlier ones sooner; a read never waits for a link's backlog.
-This costs one pass over the links a read crosses (pure Python on a few short lists), where a fluid model would
-recompute every active transfer's rate and re-plan the completions of the pods that read at each start and end.
+This costs one pass over the links a read crosses (pure Python on short heaps; a link whose equal split could not
+lower the rate is not sorted), where a fluid model would recompute every active transfer's rate and re-plan the
+completions of the pods that read at each start and end.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections import Counter
@@ -52,7 +54,8 @@ class Network:
         # Link ids: NIC out = node, NIC in = n + node, rack up = 2n + rack, rack down = 2n + racks + rack.
         uplink = (per_rack * self.nic / rack_oversubscription).tolist()
         self.capacity = [self.nic] * (2 * n) + uplink + uplink
-        self.active: dict[int, list[tuple[float, float]]] = {}  # link -> (end time, load in MB/s) of transfers
+        # Per link, a heap of (end time, load in MB/s) of the transfers on it.
+        self.heaps: list[list[tuple[float, float]]] = [[] for _ in self.capacity]
         self.wait_s = 0.0  # Σ (duration − duration at the full NIC) over remote reads
         self.slowdowns = array("d")  # per remote read: duration / duration at the full NIC
 
@@ -61,54 +64,68 @@ class Network:
         duration in seconds, and the MB crossing nodes and crossing racks."""
         counts = Counter(sources)
         total = sum(counts.values())
-        if not total:
+        remote = total - counts.pop(dst, 0)
+        if not remote:
             return 0.0, 0.0, 0.0
         rack, my_rack, n = self.rack, self.rack[dst], self.nodes
-        weights: dict[int, float] = {}
-        remote = cross = 0
+        if not self.shared:
+            cross = sum(k for node, k in counts.items() if rack[node] != my_rack)
+            remote_mb = mb * remote / total
+            return remote_mb / self.nic, remote_mb, mb * cross / total
+        # The reader's NIC in carries all of the read's bytes: its share bounds the rate first. Another link (a
+        # share w / remote of the bytes) can only lower it if even an equal split there would: most reads fan in
+        # from many sources, each carrying a small part, so most links are skipped without sorting their loads.
+        # Ended transfers still counted make the split look worse, so the test stays safe; they are popped when the
+        # link is evaluated, which a long stale heap forces.
+        heaps, nic = self.heaps, self.nic
+        nic_in = n + dst
+        rate = self._fair_share(self._live(nic_in, t), nic)
+        links, weights = [nic_in], [remote]
+        ups: dict[int, int] = {}
+        cross = 0
         for node, k in counts.items():
-            if node == dst:
-                continue
-            remote += k
-            weights[node] = k
+            if nic * remote < rate * k * (len(heaps[node]) + 1):
+                rate = min(rate, self._fair_share(self._live(node, t), nic) * remote / k)
+            links.append(node)
+            weights.append(k)
             r = rack[node]
             if r != my_rack:
                 cross += k
-                up = 2 * n + r
-                weights[up] = weights.get(up, 0) + k
-        if not remote:
-            return 0.0, 0.0, 0.0
-        remote_mb = mb * remote / total
-        cross_mb = mb * cross / total
-        full = remote_mb / self.nic
-        if not self.shared:
-            return full, remote_mb, cross_mb
-        weights[n + dst] = remote
+                ups[r] = ups.get(r, 0) + k
         if cross:
-            weights[2 * n + self.racks + my_rack] = cross
-        # Shares of this transfer's bytes per link (weights / remote); its rate is limited by the tightest link.
-        rate = math.inf
-        for link, w in weights.items():
-            rate = min(rate, self._fair_share(link, t) * remote / w)
+            ups_base, down = 2 * n, 2 * n + self.racks + my_rack
+            for link, w in ((down, cross), *((ups_base + r, w) for r, w in ups.items())):
+                cap = self.capacity[link]
+                if cap * remote < rate * w * (len(heaps[link]) + 1):
+                    rate = min(rate, self._fair_share(self._live(link, t), cap) * remote / w)
+                links.append(link)
+                weights.append(w)
+        remote_mb = mb * remote / total
+        full = remote_mb / nic
         duration = remote_mb / rate
         end = t + duration
-        for link, w in weights.items():
-            self.active.setdefault(link, []).append((end, rate * w / remote))
+        per = rate / remote
+        for link, w in zip(links, weights, strict=True):
+            heapq.heappush(heaps[link], (end, per * w))
         self.wait_s += duration - full
         self.slowdowns.append(duration / full)
-        return duration, remote_mb, cross_mb
+        return duration, remote_mb, mb * cross / total
 
-    def _fair_share(self, link: int, t: float) -> float:
-        """The max-min fair share of a new transfer on a link, given the loads of the transfers active there."""
-        cap = self.capacity[link]
-        entries = self.active.get(link)
+    def _live(self, link: int, t: float) -> list[tuple[float, float]]:
+        """The transfers still active on a link at t (a heap by end time: the ended ones are popped)."""
+        entries = self.heaps[link]
+        while entries and entries[0][0] <= t:
+            heapq.heappop(entries)
+        return entries
+
+    @staticmethod
+    def _fair_share(entries: list[tuple[float, float]], cap: float) -> float:
+        """The max-min fair share of a new transfer on a link of capacity `cap`, given the loads of the transfers
+        active there (water-filling)."""
         if not entries:
             return cap
-        live = [e for e in entries if e[0] > t]
-        self.active[link] = live
-        loads = sorted(e[1] for e in live)
-        k = len(loads) + 1  # the transfers still to be served, the newcomer included
-        for load in loads:
+        k = len(entries) + 1  # the transfers still to be served, the newcomer included
+        for load in sorted(e[1] for e in entries):
             if load * k >= cap:
                 break
             cap -= load
