@@ -118,3 +118,14 @@ def test_rack_oversubscription_slows_the_cross_rack_read():
     assert over["makespan_s"] == pytest.approx(21.0)  # a one-node rack's uplink at 1/4 of the NIC: 4 s read
     same_rack = [NodeSpec("a", 1000, 8192, rack="r0"), NodeSpec("b", 4000, 8192, rack="r0")]
     assert _makespan(_shuffle_job(1), same_rack, rack_oversubscription=4.0)["makespan_s"] == pytest.approx(18.0)
+
+
+def test_a_source_holding_a_sliver_of_a_wide_read_is_not_charged():
+    net = Network(np.zeros(20, dtype=np.int64), 10.0, 1.0)
+    net.read(0.0, 0, [1], 100 * GB)  # holds node 1's NIC out
+    # 16 sources, node 1 among them with 1/16 (< 1/8) of the bytes: only the reader's NIC in limits it.
+    assert net.read(0.0, 2, [1, *range(3, 18)], GB)[0] == pytest.approx(1.0)
+    # Node 1's NIC out then serves one whole read and the uncharged sliver: a newcomer gets half.
+    assert net.read(0.0, 18, [1], GB)[0] == pytest.approx(2.0)
+    # A source with half of a read is charged: a third of node 1's NIC out (two reads there) is half the read's rate.
+    assert net.read(0.0, 19, [1, 3], GB)[0] == pytest.approx(1.5)
