@@ -37,6 +37,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-unschedulable", action="store_true",
                    help="count pods that fit no node even when empty, instead of stopping with an error")
     add_reclaim_arguments(p)
+    add_network_arguments(p)
     p.add_argument("--usage-trace", metavar="PATH",
                    help="replay real CPU usage series onto the LS pods: an Alibaba v2018 machine_usage or "
                         "container_usage file, a Bitbrains VM file or folder, a Google 2011 per-job CSV")
@@ -81,6 +82,16 @@ def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
                    help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
 
 
+def add_network_arguments(p: argparse.ArgumentParser) -> None:
+    """--nic-gbps and --rack-oversubscription: the links that remote shuffle reads share (docs/simulator.md)."""
+    g = p.add_argument_group("network (links shared by remote shuffle reads in the simulator)")
+    g.add_argument("--nic-gbps", type=positive_float, default=10.0, metavar="GBPS",
+                   help="each node's NIC, per direction, in Gbit/s (default 10)")
+    g.add_argument("--rack-oversubscription", type=positive_float, default=1.0, metavar="RATIO",
+                   help="a rack's uplink carries (nodes in the rack x NIC) / RATIO per direction (default 1: "
+                        "non-blocking; 3-4 is common in oversubscribed data-centre fabrics)")
+
+
 def single_reclaim(args: argparse.Namespace) -> str:
     """The one --reclaim model of a command that runs a single simulation."""
     if len(args.reclaim) != 1:
@@ -117,6 +128,7 @@ def workload_source(args: argparse.Namespace) -> WorkloadSource:
 
 def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfig:
     return SimConfig(tick_s=args.tick, rebalance_s=args.rebalance, allow_unschedulable=args.allow_unschedulable,
+                     nic_gbps=args.nic_gbps, rack_oversubscription=args.rack_oversubscription,
                      reclaim=reclaim_config(args, reclaim))
 
 

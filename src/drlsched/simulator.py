@@ -10,8 +10,10 @@ Time is simulated seconds. Model (documented in docs/simulator.md):
   usage exceeds its capacity, its batch pods progress at capacity / usage (a per-node virtual clock, so a
   speed change re-plans one event per node), and latency-sensitive pods accumulate saturated time (SLA).
 - Network: a pod reads `shuffle_in_mb` from its parent tasks' pods at start; the share on other nodes is
-  cross-node traffic and costs bytes / NIC bandwidth of extra run time. Services exchange `traffic_mbps` with
-  the job's other running pods, cross-node in proportion to the share of those on other nodes.
+  cross-node traffic and costs extra run time: bytes / the rate it gets on the NICs and rack uplinks it crosses,
+  shared max-min fairly with the transfers active there (`drlsched.network`). Services exchange `traffic_mbps`
+  with the job's other running pods, cross-node in proportion to the share of those on other nodes (accounted
+  bytes; they do not load the links).
 - Rebalancing: optional ticks where the policy may migrate pods (a restart with a new cold start; progress
   is lost unless the pod is checkpointable).
 """
@@ -33,6 +35,7 @@ from drlsched.errors import UserError
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S
 from drlsched.metrics import Accumulator, summarize
+from drlsched.network import Network
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
 from drlsched.reclaim import (
     RHO_MAX,
@@ -64,6 +67,8 @@ class SimConfig:
     tick_s: float | None = None  # usage resampling and metric sampling; None = max(15 s, duration / 4000)
     rebalance_s: float | None = None  # None = no rebalancing ticks
     nic_gbps: float = 10.0
+    rack_oversubscription: float = 1.0  # rack uplink = nodes in the rack × NIC / this (1 = non-blocking)
+    share_links: bool = True  # False: every remote read gets the whole NIC (the model before link sharing)
     sla_saturated_fraction: float = 0.01
     sla_pending_s: float = 5.0
     drain_s: float | None = None  # simulated time after the arrival window; None = 10 × the window
@@ -93,8 +98,8 @@ class _Job(Job["_Run"]):
 
 
 class _Run:
-    __slots__ = ("bind_t", "clk", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "remote_mb",
-                 "req", "sat0", "sat_time", "series", "service_end", "slot", "slow0", "slow_sum", "spec", "start_t",
+    __slots__ = ("bind_t", "clk", "entry", "epoch", "gpu_ids", "gpus", "hint", "job", "node", "ready_t", "req",
+                 "sat0", "sat_time", "series", "service_end", "slot", "slow0", "slow_sum", "spec", "start_t",
                  "startup", "state", "traffic_t", "work")
 
     def __init__(self, spec: PodSpec, job: _Job, startup: float) -> None:
@@ -120,7 +125,6 @@ class _Run:
         self.slow_sum = 0.0  # ∫ slowdown dt while running (LS latency relative to an idle node)
         self.series = -1  # the real usage series driving its CPU (--usage-trace), -1 = none
         self.work = 0.0
-        self.remote_mb = 0.0
         self.service_end = INF
         self.traffic_t = 0.0  # service traffic is accounted up to here
 
@@ -137,6 +141,8 @@ class Simulator:
         self.rc = self.cfg.reclaim
         self.reclaim = self.rc.enabled
         self.cluster = Cluster(workload.nodes, reclaim=self.reclaim)
+        self.net = Network(self.cluster.rack, self.cfg.nic_gbps, self.cfg.rack_oversubscription,
+                           self.cfg.share_links)
         seeds = np.random.SeedSequence(seed).spawn(3)
         self.rng_pod = np.random.default_rng(seeds[0])  # per-pod draws in arrival order: same for every policy
         self.rng_use = np.random.default_rng(seeds[1])
@@ -217,6 +223,8 @@ class Simulator:
                                                              hint_width=REQUEST_ROW)
         self.freed: set[int] = set()  # nodes whose room grew since the last scheduling pass
         self.now = 0.0
+        self.window_cpu_s: float | None = None
+        self.busy_t = 0.0  # the last usage tick with pods running, starting or still to arrive
         self.starting = 0
         self.pending_count = 0
 
@@ -282,6 +290,8 @@ class Simulator:
         out["wall_s"] = wall
         out["placements_per_s"] = self.acc.pods_scheduled / wall if wall > 0 else 0.0
         out["cross_rack_traffic_gb"] = self.acc.cross_rack_mb / 1000.0
+        out["cpu_util_window"] = self._window_util()
+        out.update(self.net.summary())
         out["pods_finished"] = self.acc.pods_finished
         out["pods_running_at_end"] = self.acc.pods_scheduled - self.acc.pods_finished
         if self.acc.unschedulable_examples:
@@ -289,6 +299,15 @@ class Simulator:
         if "bad_rows" in self.workload.info:
             out["trace_bad_rows"] = self.workload.info["bad_rows"]
         return out
+
+    def _window_util(self) -> float:
+        """CPU used / capacity from the first arrival to the end of the arrival window (or of the run if sooner)."""
+        a = self.acc
+        if a.first_arrival is None:
+            return 0.0
+        used = self.window_cpu_s if self.window_cpu_s is not None else a.cpu_use_s
+        span = min(self.workload.duration_s, self.now) - a.first_arrival
+        return used / (span * self.cluster.total_cpu) if span > 0 else 0.0
 
     @property
     def series(self) -> list[tuple[float, ...]]:
@@ -314,8 +333,12 @@ class Simulator:
                 self._complete(run, t)
         elif kind == _TICK:
             self._tick(t)
-            # Pending pods with nothing running, starting or arriving can never be placed: stop there.
+            # Pending pods with nothing running, starting or arriving can never be placed: stop there. With a
+            # reclaim model, not before the usage window has emptied: batch allocatable grows until then.
             if more_arrivals or self.slot_runs or self.starting:
+                self.busy_t = t
+                self._push(t + self.tick_s, _TICK, None)
+            elif self.reclaim and self.pending_count and t <= self.busy_t + self.rc.window_s + self.rc.period_s:
                 self._push(t + self.tick_s, _TICK, None)
         elif kind == _REBALANCE:
             self._rebalance(t)
@@ -336,6 +359,9 @@ class Simulator:
             a.gpu_alloc_s += self._gpu_alloc_now * dt
             if self.frag is not None:
                 self.frag.integrate(a, dt)
+            if self.window_cpu_s is None and t >= self.workload.duration_s:
+                # CPU used by the end of the arrival window: the steady state, without the drain.
+                self.window_cpu_s = a.cpu_use_s - self.sum_eff_cpu * (t - max(self.workload.duration_s, self.now))
         self.now = t
 
     def _touch(self, node: int, t: float) -> None:
@@ -544,12 +570,12 @@ class Simulator:
         if run.start_t < 0:
             run.start_t = t
         self.by_uid[spec.uid] = run
-        remote_mb = self._shuffle_read(run)
+        read_s = self._shuffle_read(run, t)
         work = spec.work_s if spec.work_s is not None else INF
         if spec.gpu_options and run.gpus > 1 and spec.gpus <= 1:
             work /= max(spec.elastic_speedup, 1e-9)
         if not spec.service and math.isfinite(work):
-            work = (run.work or work) + remote_mb * 8.0 / (self.cfg.nic_gbps * 1000.0)
+            work = (run.work or work) + read_s
         run.work = work
         # usage slot
         clk = run.clk = node + c.size if c.reclaim and spec.qos == QoS.BE else node
@@ -572,7 +598,8 @@ class Simulator:
             run.traffic_t = t
             run.job.talkers[run] = None
 
-    def _shuffle_read(self, run: _Run) -> float:
+    def _shuffle_read(self, run: _Run, t: float) -> float:
+        """Seconds the pod's shuffle read takes (the links' shares at t); counts its cross-node and cross-rack MB."""
         spec = run.spec
         if spec.shuffle_in_mb <= 0:
             return 0.0
@@ -583,17 +610,10 @@ class Simulator:
                 sources.extend(info.nodes)
         if not spec.parents:
             sources = run.job.tasks[spec.task].nodes
-        if not sources:
-            return 0.0
-        node, rack = run.node, self.cluster.rack
-        my_rack = rack[node]
-        remote = sum(1 for n in sources if n != node) / len(sources)
-        remote_rack = sum(1 for n in sources if rack[n] != my_rack) / len(sources)
-        mb = spec.shuffle_in_mb * remote
-        self.acc.cross_node_mb += mb
-        self.acc.cross_rack_mb += spec.shuffle_in_mb * remote_rack
-        run.remote_mb += mb
-        return mb
+        seconds, remote_mb, cross_mb = self.net.read(t, run.node, sources, spec.shuffle_in_mb)
+        self.acc.cross_node_mb += remote_mb
+        self.acc.cross_rack_mb += cross_mb
+        return seconds
 
     def _add_slot(self, run: _Run, t: float) -> None:
         i = len(self.slot_runs)

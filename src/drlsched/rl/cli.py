@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
-from drlsched.cli_common import add_reclaim_arguments, reclaim_config, trace_selection, workload_source
+from drlsched.cli_common import (
+    add_network_arguments,
+    add_reclaim_arguments,
+    reclaim_config,
+    trace_selection,
+    workload_source,
+)
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.policies import BASELINES
@@ -35,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"training scenario: {', '.join(sorted(SCENARIOS))} (default batch, unless --trace)")
     add_trace_arguments(p)
     add_reclaim_arguments(p)
+    add_network_arguments(p)
     p.add_argument("--span", type=positive_float, metavar="SECONDS",
                    help="with --trace: windows are drawn from [--start, --start + SECONDS) of the trace (default: "
                         "to its end), so the rest stays held out")
@@ -151,12 +158,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         windows = trace_windows(trace_selection(args), window_s=args.duration, span_s=args.span)  # type: ignore[arg-type]
         workload_name = f"{args.trace_format}:{Path(args.trace).name}"
         env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
-                            workload_fn=windows, reclaim=reclaim_config(args))
+                            workload_fn=windows, reclaim=reclaim_config(args), nic_gbps=args.nic_gbps,
+                            rack_oversubscription=args.rack_oversubscription)
         trained_nodes = windows.nodes  # the trace's cluster, after --nodes scaling (env_cfg.nodes is None)
     else:
         workload_name = args.scenario or "batch"
         env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
-                            load=args.load, reward=weights, reclaim=reclaim_config(args))
+                            load=args.load, reward=weights, reclaim=reclaim_config(args), nic_gbps=args.nic_gbps,
+                            rack_oversubscription=args.rack_oversubscription)
         trained_nodes = env_cfg.nodes
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0

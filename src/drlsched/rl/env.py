@@ -57,6 +57,8 @@ class EnvConfig:
     invalid_penalty: float = 1.0  # reward cost of a masked action (the pod is left pending)
     workload_fn: Callable[[int], Workload] | None = None  # a custom workload for a seed (overrides the scenario)
     reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)  # BE pods on reclaimed resources (--reclaim)
+    nic_gbps: float = 10.0  # links shared by shuffle reads (--nic-gbps, --rack-oversubscription)
+    rack_oversubscription: float = 1.0
 
     def make_env(self) -> SchedulingEnv:
         """The env this config describes (a subclass's config, such as the fill env's, makes its own)."""
@@ -157,7 +159,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
     def _start(self, wseed: int) -> None:
         """A fresh simulation of workload `wseed`, advanced to its first decision (`self.ctx`, None if none)."""
         self.workload_seed = wseed
-        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False, reclaim=self.cfg.reclaim)
+        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False, reclaim=self.cfg.reclaim,
+                            nic_gbps=self.cfg.nic_gbps, rack_oversubscription=self.cfg.rack_oversubscription)
         self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
         self.tracker = RewardTracker(self.sim, self.cfg.reward)
         self.builder.reset(self.sim.cluster)
