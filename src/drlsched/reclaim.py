@@ -135,7 +135,7 @@ class NodeForecast:
     def peak(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.holt.seen:
             return np.zeros_like(self.holt.level[0]), np.zeros_like(self.holt.level[1])
-        up = self.holt.upper(self.steps, self.sigmas)
+        up = np.maximum(self.holt.upper(self.steps, self.sigmas), 0.0)  # a falling trend forecasts no negative use
         return up[0], up[1]
 
 
