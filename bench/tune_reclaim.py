@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from multiprocessing.pool import Pool
 from pathlib import Path
@@ -61,6 +62,7 @@ def _evaluate(settings: list[Setting], stage: str, args: argparse.Namespace, poo
 
     seeds = range(VALIDATION_SEED, VALIDATION_SEED + args.seeds)
     jobs = [(s, seed, args) for s in settings for seed in seeds]
+    print(f"{stage}: {len(jobs)} runs", file=sys.stderr, flush=True)
     runs = pool.map(_run, jobs, chunksize=1) if pool else [_run(j) for j in jobs]
     points = []
     for i, (policy, model, cpu, suppress) in enumerate(settings):

@@ -7,11 +7,11 @@ Athanasopoulos, "Forecasting: Principles and Practice", 3rd ed., §8.2 and §8.7
     ℓ_t = ℓ_{t−1} + b_{t−1} + α e_t            level
     b_t = b_{t−1} + β e_t                      trend (β = α β* in Holt's original form)
     ŷ_{t+h} = ℓ_t + h b_t
-    σ_h² = σ² [1 + (h − 1)(α² + α β h + β² h (2h − 1) / 6)]   (FPP3 Table 8.8, ETS(A,A,N))
+    σ_h² = σ² [1 + (h − 1)(α² + α β h + β² h (2h − 1) / 6)]   (FPP3 §8.7, the ETS(A,A,N) forecast variance)
 σ² is the mean of e_t², exponentially weighted once there are 1/weight errors, so that it follows the series'
 current noise (a burst widens the band; it narrows again after about 1/weight samples).
 The upper bound over the next H steps is max_{h=1..H} ŷ_{t+h} + z σ_h. Winters' (1960) seasonal term is left
-out: it needs at least two full seasons of history to initialise, and a simulated window holds one day at most.
+out: estimating it needs several full seasons of history, and a simulated window holds one compressed day at most.
 """
 
 from __future__ import annotations
