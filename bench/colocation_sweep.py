@@ -1,7 +1,7 @@
 """Reclaim models and Koordinator's threshold on the `colocation` scenario: utilisation, SLA violations, evictions.
 
-Runs `none`, `borg` and `peak` at their defaults and `koordinator` over a sweep of its CPU threshold (the BE
-suppression threshold follows it at +5 points, as Koordinator's defaults 60/65 do), then at the default CPU
+Runs `none`, `borg`, `peak` and `forecast` at their defaults and `koordinator` over a sweep of its CPU threshold
+(the BE suppression threshold follows it at +5 points, as Koordinator's defaults 60/65 do), then at the default CPU
 threshold over a sweep of the suppression threshold alone (suppressing below what was admitted starves BE pods:
 the CPU-satisfaction evictions), each on --seeds seeds, one policy. Prints JSON (per point: the mean over seeds
 of cpu_util, cpu_util_reclaimed, sla_violation_rate, ls_slowdown_p99, evictions, be_pending_p99_s, jct_p99_s, and
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--plot", default="colocation_sweep.png")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    points = [point(m, None, args) for m in ("none", "borg", "peak")]
+    points = [point(m, None, args) for m in ("none", "borg", "peak", "forecast")]
     sweep = [point("koordinator", float(x), args) for x in args.thresholds.split(",")]
     suppress = [point("koordinator", 0.6, args, float(x)) for x in args.suppress.split(",")]
     base = float(points[0]["cpu_util"])  # type: ignore[arg-type]

@@ -80,6 +80,12 @@ def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
                         "borg/peak 1.0)")
     g.add_argument("--interference", type=float, default=0.0, metavar="F",
                    help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
+    g.add_argument("--ls-slowdown-target", type=float, default=4.0, metavar="X",
+                   help="an LS pod violates its SLA when its slowdown stays above X (default 4)")
+    g.add_argument("--forecast-horizon", type=float, default=300.0, metavar="SECONDS",
+                   help="forecast model: admit against the forecast's upper bound over this long (default 300)")
+    g.add_argument("--forecast-sigmas", type=float, default=3.0, metavar="Z",
+                   help="forecast model: z of the prediction interval's upper bound (default 3)")
 
 
 def add_network_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,7 +108,8 @@ def single_reclaim(args: argparse.Namespace) -> str:
 def reclaim_config(args: argparse.Namespace, model: str | None = None) -> ReclaimConfig:
     return ReclaimConfig(model=model or single_reclaim(args), cpu_threshold=args.reclaim_cpu_threshold,
                          mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
-                         interference=args.interference)
+                         interference=args.interference, ls_slowdown_target=args.ls_slowdown_target,
+                         forecast_horizon_s=args.forecast_horizon, forecast_sigmas=args.forecast_sigmas)
 
 
 def trace_selection(args: argparse.Namespace) -> TraceSelection | None:

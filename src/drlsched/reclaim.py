@@ -11,6 +11,9 @@ Models (docs/simulator.md gives each formula with its source and the source's fi
 - `peak`: predicted node peak = max(mean + N·σ of the non-BE usage over the window, Σ of each non-BE pod's
   p-th percentile usage over the window) (Bashir et al., EuroSys'21, the max of the N-sigma and per-task
   percentile predictors). Reclaimable = capacity × threshold − predicted peak.
+- `forecast`: each node's non-BE usage forecast by Holt's linear trend method (drlsched.forecast; Holt 1957,
+  Hyndman & Athanasopoulos FPP3 §8.2), the upper bound of its prediction interval (z = `forecast_sigmas`) over
+  the next `forecast_horizon_s`: reclaimable = capacity × threshold − that bound.
 All are recomputed every `period_s` (60 s, Koordinator's default), never negative.
 """
 
@@ -24,14 +27,16 @@ from typing import Any
 import numpy as np
 
 from drlsched.errors import UserError
+from drlsched.forecast import HoltForecast
 
-RECLAIM_MODELS = ("none", "koordinator", "borg", "peak")
+RECLAIM_MODELS = ("none", "koordinator", "borg", "peak", "forecast")
 # Per model: (CPU threshold, memory threshold, BE CPU suppress threshold), shares of node capacity.
 # Koordinator's defaults (slo-controller ColocationStrategy and koordlet's CPU suppress); Borg and the peak
 # predictor carry their safety in the estimate, so they lend up to the whole node and BE pods are held only to
-# what LS pods leave (Borg throttles non-prod tasks only when the machine runs short).
+# what LS pods leave (Borg throttles non-prod tasks only when the machine runs short). The forecast lends up to
+# 75% of the node: the utilisation at which an LS pod's slowdown (ls_slowdown) reaches the default target 4×.
 _DEFAULTS = {"none": (1.0, 1.0, 1.0), "koordinator": (0.60, 0.65, 0.65), "borg": (1.0, 0.65, 1.0),
-             "peak": (1.0, 0.65, 1.0)}
+             "peak": (1.0, 0.65, 1.0), "forecast": (0.75, 0.65, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,10 @@ class ReclaimConfig:
     borg_decay_s: float = 600.0  # time constant of the reservation's decay toward usage + margin
     peak_sigmas: float = 3.0
     peak_percentile: float = 98.0
+    forecast_alpha: float = 0.1  # Holt's level smoothing
+    forecast_beta: float = 0.01  # Holt's trend smoothing (error-correction form: 0 ≤ β ≤ α)
+    forecast_horizon_s: float = 300.0  # admit against the forecast's upper bound over this long
+    forecast_sigmas: float = 3.0  # z of the prediction interval's upper bound
     evict_mem_threshold: float = 0.70  # Koordinator's BE memory eviction threshold (node memory usage share)
     evict_cpu_satisfaction: float = 0.60  # BE CPU satisfaction below this for evict_cpu_window_s evicts BE pods
     evict_cpu_window_s: float = 60.0
@@ -64,6 +73,15 @@ class ReclaimConfig:
             raise UserError(f"--interference must be in [0, 1], got {self.interference}")
         if not (math.isfinite(self.ls_slowdown_target) and self.ls_slowdown_target > 1):
             raise UserError(f"--ls-slowdown-target must be above 1, got {self.ls_slowdown_target}")
+        if not (math.isfinite(self.forecast_alpha) and 0 < self.forecast_alpha <= 1):
+            raise UserError(f"forecast_alpha must be in (0, 1], got {self.forecast_alpha}")
+        if not (math.isfinite(self.forecast_beta) and 0 <= self.forecast_beta <= self.forecast_alpha):
+            raise UserError(f"forecast_beta must be in [0, forecast_alpha={self.forecast_alpha}], "
+                            f"got {self.forecast_beta}")
+        if not (math.isfinite(self.forecast_horizon_s) and self.forecast_horizon_s > 0):
+            raise UserError(f"--forecast-horizon must be a positive number of seconds, got {self.forecast_horizon_s}")
+        if not (math.isfinite(self.forecast_sigmas) and self.forecast_sigmas >= 0):
+            raise UserError(f"--forecast-sigmas must be 0 or more, got {self.forecast_sigmas}")
 
     @property
     def enabled(self) -> bool:
@@ -101,13 +119,33 @@ class UsageWindow:
         return self.cpu[: self.filled], self.mem[: self.filled]
 
 
+class NodeForecast:
+    """The `forecast` model's state: Holt's method on every node's non-BE CPU and memory usage, one update per
+    usage sample (tick); `peak` is the upper bound of the prediction interval over the horizon."""
+
+    def __init__(self, cfg: ReclaimConfig, nodes: int, tick_s: float) -> None:
+        # σ² forgets with the usage window's memory: weight tick / window.
+        self.holt = HoltForecast((2, nodes), cfg.forecast_alpha, cfg.forecast_beta, min(1.0, tick_s / cfg.window_s))
+        self.steps = max(1, math.ceil(cfg.forecast_horizon_s / tick_s))
+        self.sigmas = cfg.forecast_sigmas
+
+    def add(self, cpu: np.ndarray, mem: np.ndarray) -> None:
+        self.holt.update(np.stack([cpu, mem]))
+
+    def peak(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.holt.seen:
+            return np.zeros_like(self.holt.level[0]), np.zeros_like(self.holt.level[1])
+        up = np.maximum(self.holt.upper(self.steps, self.sigmas), 0.0)  # a falling trend forecasts no negative use
+        return up[0], up[1]
+
+
 def batch_allocatable(cfg: ReclaimConfig, cap_cpu: np.ndarray, cap_mem: np.ndarray, window: UsageWindow,
-                      slot_node: np.ndarray, slot_resv: np.ndarray, slot_hist: np.ndarray) -> tuple[np.ndarray,
-                                                                                                    np.ndarray]:
+                      slot_node: np.ndarray, slot_resv: np.ndarray, slot_hist: np.ndarray,
+                      forecast: NodeForecast | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(batch CPU in millicores, batch memory in MiB) per node, floored at 0 and rounded down.
 
     `slot_*` cover the running non-BE pods only: their node, their Borg reservation (cpu, mem) and their CPU
-    usage history over the window (one row per pod)."""
+    usage history over the window (one row per pod). `forecast` is the `forecast` model's state."""
     cpu_use, mem_use = window.view()
     if not len(cpu_use):
         cpu_use, mem_use = np.zeros((1, cap_cpu.size)), np.zeros((1, cap_cpu.size))
@@ -117,6 +155,10 @@ def batch_allocatable(cfg: ReclaimConfig, cap_cpu: np.ndarray, cap_mem: np.ndarr
     elif cfg.model == "borg":
         used_cpu = np.bincount(slot_node, weights=slot_resv[:, 0], minlength=n)
         used_mem = np.bincount(slot_node, weights=slot_resv[:, 1], minlength=n)
+    elif cfg.model == "forecast":
+        if forecast is None:
+            raise ValueError("the forecast model needs its NodeForecast")
+        used_cpu, used_mem = forecast.peak()
     else:  # peak
         sigma = cpu_use.mean(axis=0) + cfg.peak_sigmas * cpu_use.std(axis=0)
         per_pod = np.percentile(slot_hist, cfg.peak_percentile, axis=1) if len(slot_hist) else np.zeros(0)

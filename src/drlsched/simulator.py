@@ -39,6 +39,7 @@ from drlsched.network import Network
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
 from drlsched.reclaim import (
     RHO_MAX,
+    NodeForecast,
     ReclaimConfig,
     UsageWindow,
     batch_allocatable,
@@ -201,6 +202,7 @@ class Simulator:
             self.s_hist = np.zeros((cap, self.hist_w))
             self._slot_arrays += ["s_be", "s_req", "s_start", "s_resv", "s_hist"]
             self.window = UsageWindow(n, self.hist_w)
+            self.forecast = NodeForecast(self.rc, n, self.tick_s) if self.rc.model == "forecast" else None
             self.hist_i = 0
             self.reclaim_t = self.rc.period_s  # batch allocatable is 0 until the first usage report
             self.resv_t = 0.0
@@ -831,7 +833,10 @@ class Simulator:
         self.saturated = np.concatenate([slow > rc.ls_slowdown_target, np.zeros(size, dtype=bool)]).tolist()
         # What the reclaim model sees: the non-BE pods' usage per node and per pod.
         hp = ~be
-        self.window.add(d_ls, np.bincount(nodes, weights=use[:, 1] * hp, minlength=size))
+        hp_mem = np.bincount(nodes, weights=use[:, 1] * hp, minlength=size)
+        self.window.add(d_ls, hp_mem)
+        if self.forecast is not None:
+            self.forecast.add(d_ls, hp_mem)
         self.s_hist[:n, self.hist_i] = use[:, 0]
         self.hist_i = (self.hist_i + 1) % self.hist_w
         if rc.model == "borg":
@@ -842,7 +847,7 @@ class Simulator:
             self.reclaim_t = t + rc.period_s
             free0 = c.batch_cpu - c.be_cpu, c.batch_mem - c.be_mem
             c.batch_cpu, c.batch_mem = batch_allocatable(rc, c.cap_cpu, c.cap_mem, self.window, nodes[hp],
-                                                         self.s_resv[:n][hp], self.s_hist[:n][hp])
+                                                         self.s_resv[:n][hp], self.s_hist[:n][hp], self.forecast)
             # Room for BE pods grew on these nodes: parked BE pods may fit there now (the queueing hint).
             grew = (c.batch_cpu - c.be_cpu > free0[0]) | (c.batch_mem - c.be_mem > free0[1])
             self.freed.update(np.flatnonzero(grew).tolist())
