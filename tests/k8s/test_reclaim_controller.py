@@ -103,7 +103,7 @@ def test_koordinator_batch_allocatable_in_kubernetes_units_and_zero_for_a_node_w
     assert "batch allocatable set to 0" in events[0]["message"]
 
 
-@pytest.mark.parametrize("model", ["koordinator", "borg", "peak"])
+@pytest.mark.parametrize("model", ["koordinator", "borg", "peak", "forecast"])
 def test_usage_above_the_threshold_or_garbage_usage_writes_zero_not_a_negative(
         monkeypatch: pytest.MonkeyPatch, model: str) -> None:
     fake = FakeApi([_node("a")], [_pod("ls", "a", "4", "8Gi")])

@@ -47,7 +47,7 @@ from drlsched.k8s.objects import (
     node_spec,
     pod_spec,
 )
-from drlsched.reclaim import ReclaimConfig, UsageWindow, borg_reservations
+from drlsched.reclaim import NodeForecast, ReclaimConfig, UsageWindow, borg_reservations
 from drlsched.reclaim import batch_allocatable as model_batch
 from drlsched.workload import QoS
 
@@ -138,6 +138,7 @@ class ReclaimController:
         self.samples = max(1, math.ceil(cfg.window_s / cfg.period_s))  # passes in the model's usage window
         self._window: UsageWindow | None = None
         self._window_nodes: list[str] = []
+        self._forecast: NodeForecast | None = None  # the forecast model's state, one usage sample per pass
         self._tracked: dict[str, _Tracked] = {}
         self._last_step: float | None = None
         self._low_since: dict[str, float] = {}
@@ -182,9 +183,13 @@ class ReclaimController:
         ls_mem = sane(np.where(fresh, node_mem - be_use_mem, hp_req_mem))
         if self._window is None or self._window_nodes != names:
             self._window, self._window_nodes = UsageWindow(n, self.samples), names
+            self._forecast = NodeForecast(self.cfg, n, self.cfg.period_s) if self.cfg.model == "forecast" else None
         self._window.add(ls_cpu, ls_mem)
+        if self._forecast is not None:
+            self._forecast.add(ls_cpu, ls_mem)
         slot_node, slot_resv, slot_hist = self._non_be(pods, now)
-        batch_cpu, batch_mem = model_batch(self.cfg, cap_cpu, cap_mem, self._window, slot_node, slot_resv, slot_hist)
+        batch_cpu, batch_mem = model_batch(self.cfg, cap_cpu, cap_mem, self._window, slot_node, slot_resv, slot_hist,
+                                           self._forecast)
         batch_cpu = np.where(fresh, batch_cpu, 0)
         batch_mem = np.where(fresh, batch_mem, 0)
         self._last_step = now
