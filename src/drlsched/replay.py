@@ -51,6 +51,7 @@ from drlsched.k8s.objects import (
     node_specs,
     pod_manifest,
 )
+from drlsched.k8s.reclaim_controller import METRICS_RESOLUTION_S, ReclaimController
 from drlsched.metrics import Accumulator, summarize
 from drlsched.reclaim import ReclaimConfig
 from drlsched.sched.jobs import Job, JobBook
@@ -319,9 +320,6 @@ class _Controller(threading.Thread):
     simulator's "batch allocatable is 0 until the first usage report"), then one pass every period."""
 
     def __init__(self, api: kubernetes.client.ApiClient, cfg: ReclaimConfig, speedup: float) -> None:
-        from drlsched.k8s.reclaim_controller import ReclaimController
-        from drlsched.testbed.controlplane import METRICS_RESOLUTION_S
-
         super().__init__(daemon=True, name="drlsched-replay-reclaim")
         period = max(float(METRICS_RESOLUTION_S), cfg.period_s / speedup)
         scaled = replace(cfg, period_s=period, window_s=max(period, cfg.window_s / speedup))

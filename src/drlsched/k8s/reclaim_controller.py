@@ -51,6 +51,10 @@ from drlsched.reclaim import NodeForecast, ReclaimConfig, UsageWindow, borg_rese
 from drlsched.reclaim import batch_allocatable as model_batch
 from drlsched.workload import QoS
 
+# metrics-server's shortest resolution (the testbed runs it at this): NodeMetrics are a rate over two scrapes this
+# far apart, so a controller pass more often than this sees nothing new.
+METRICS_RESOLUTION_S = 10
+
 log = logging.getLogger("drlsched.k8s")
 COMPONENT = "drlsched-reclaim"
 MIB = 2**20

@@ -23,6 +23,7 @@ import kubernetes
 import yaml
 
 from drlsched.errors import UserError
+from drlsched.k8s.reclaim_controller import METRICS_RESOLUTION_S
 from drlsched.testbed import processes
 from drlsched.testbed.build import find_binaries, metrics_server_binary
 from drlsched.testbed.kwok_config import kwok_config
@@ -38,8 +39,6 @@ SCHEDULERS = ("default", "none")
 _API_TIMEOUT_S = 120.0
 _NODE_TIMEOUT_S = 300.0
 _METRICS_TIMEOUT_S = 180.0
-# metrics-server's shortest resolution: NodeMetrics are a rate over two scrapes this far apart.
-METRICS_RESOLUTION_S = 10
 
 
 @dataclass
