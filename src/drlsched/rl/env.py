@@ -6,8 +6,9 @@ given in the observation and in `info["action_mask"]`; under a reclaim model a B
 action: it stays pending and the simulator retries it after the next cluster event, with backoff). The hard
 safety limit is the mask: a BE pod goes only where the reclaim model's batch allocatable has room, so a policy can
 be more aggressive than a reclaim model only when that model runs with a more permissive threshold
-(`--reclaim-cpu-threshold`), and CPU suppression still protects LS pods at run time. Pods that fit nowhere right now are left pending without
-asking the agent (there is nothing to choose). The reward is documented in `drlsched.rl.reward`.
+(`--reclaim-cpu-threshold`), and CPU suppression still protects LS pods at run time. Pods that fit nowhere right
+now are left pending without asking the agent (there is nothing to choose). The reward is documented in
+`drlsched.rl.reward`.
 
 Held-out evaluation: unless told otherwise, workload seeds for training are drawn from [TRAIN_SEED_BASE, 2**31);
 evaluation seeds are below TRAIN_SEED_BASE, so training never sees an evaluation workload.

@@ -35,7 +35,8 @@ def episode(policy_name: str, env_cfg: EnvConfig, seed: int) -> dict[str, float]
         assert ctx is not None
         d = policy.select(ctx)
         # None is a hold where the mask allows one (a BE pod under a reclaim model), else the first feasible pair.
-        a = action_for(d, ctx) if d is not None or obs["action_mask"][-1] else int(np.flatnonzero(obs["action_mask"])[0])
+        hold_ok = bool(obs["action_mask"][-1])
+        a = action_for(d, ctx) if d is not None or hold_ok else int(np.flatnonzero(obs["action_mask"])[0])
         obs, r, term, trunc, info = env.step(a)
         total += r
         steps += 1
