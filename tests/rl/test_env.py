@@ -38,7 +38,7 @@ def _random_episode(env: SchedulingEnv, seed: int, check: bool = False, max_step
             for k, o in enumerate(ctx.options[:MAX_OPTIONS]):
                 expected[:, k] = o.feasible
                 r = o.request
-                for node in np.flatnonzero(mask.reshape(c.size, MAX_OPTIONS)[:, k]):
+                for node in np.flatnonzero(mask[:-1].reshape(c.size, MAX_OPTIONS)[:, k]):
                     # An allowed node really has room for the request.
                     assert c.cap_cpu[node] - c.req_cpu[node] >= r.cpu
                     assert c.cap_mem[node] - c.req_mem[node] >= r.mem
