@@ -102,3 +102,16 @@ def test_every_encoder_scores_the_same_shapes() -> None:
         assert logits.shape == (1, 2 * MAX_OPTIONS + 1) and value.shape == (1,)
         feasible = np.flatnonzero(obs["action_mask"])
         np.testing.assert_allclose(net.act_one(obs), logits[0, feasible].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_warm_start_leaves_the_hold_alone() -> None:
+    from drlsched.rl.ppo import PPOSettings, behaviour_clone
+
+    torch.manual_seed(0)
+    net = SchedulerNet(NetConfig())
+    before = [p.detach().clone() for p in net.a_hold.parameters()]
+    scorer = net.a_out[-1].weight.detach().clone()
+    cfg = EnvConfig(scenario="colocation", nodes=2, duration_s=240.0, load=2.0, reclaim=KOORD)
+    behaviour_clone(net, cfg, PPOSettings(num_envs=2, bc_steps=200, bc_epochs=2))
+    assert all(torch.equal(a, b) for a, b in zip(before, net.a_hold.parameters(), strict=True))
+    assert not torch.equal(scorer, net.a_out[-1].weight)  # the placement scorer did learn
