@@ -86,6 +86,9 @@ def main() -> None:
     ap.add_argument("--tuned", metavar="FILE", help="bench/tune_reclaim.py --out FILE: the tuned heuristics")
     ap.add_argument("--heuristics", default="k8s-default,most-allocated,first-fit,tetris",
                     help="without --tuned: the heuristics measured under every reclaim model")
+    ap.add_argument("--models", default=",".join(RECLAIM_MODELS),
+                    help="without --tuned: the reclaim models (at default thresholds) the heuristics run under "
+                         "(default: every model drlsched.reclaim knows)")
     ap.add_argument("--encoders", help="NAME=PATH,...: batch-preset policies with other encoders, compared paired")
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--duration", type=float, default=600.0)
@@ -104,7 +107,7 @@ def main() -> None:
         candidates = sorted(set(best.values()))
         source_note = f"tuned heuristics from {args.tuned}"
     else:
-        models = list(RECLAIM_MODELS)  # `forecast` too, once drlsched.reclaim knows it
+        models = args.models.split(",")  # `forecast` too, once drlsched.reclaim knows it
         # The heuristics under the learned policies' own limit are candidates too: a heuristic may use any
         # threshold the learned policy may, else the gain measured is only the permissive threshold.
         heuristics = args.heuristics.split(",")
