@@ -115,3 +115,12 @@ def test_the_warm_start_leaves_the_hold_alone() -> None:
     behaviour_clone(net, cfg, PPOSettings(num_envs=2, bc_steps=200, bc_epochs=2))
     assert all(torch.equal(a, b) for a, b in zip(before, net.a_hold.parameters(), strict=True))
     assert not torch.equal(scorer, net.a_out[-1].weight)  # the placement scorer did learn
+
+
+def test_every_encoder_round_trips_through_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from drlsched.rl.checkpoint import load_policy, save_policy
+
+    for encoder in ("lstm", "framestack", "none"):
+        save_policy(tmp_path / f"{encoder}.pt", SchedulerNet(NetConfig(encoder=encoder)), "ppo", {})
+        net, _ = load_policy(tmp_path / f"{encoder}.pt", algo="ppo")
+        assert net.cfg.encoder == encoder

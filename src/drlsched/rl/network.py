@@ -24,6 +24,7 @@ from torch import nn
 from drlsched.rl.features import F_HIST, F_NODE, F_OPT, F_POD, HISTORY, MAX_OPTIONS
 
 MASKED = -1e8  # masked logits (not -inf: keeps softmax and entropy finite)
+ENCODERS = ("lstm", "framestack", "none")
 
 
 @dataclass(frozen=True)
@@ -148,4 +149,4 @@ def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return -torch.where(mask.bool(), p * logp, torch.zeros_like(p)).sum(-1)
 
 
-__all__ = ["MASKED", "MAX_OPTIONS", "NetConfig", "SchedulerNet", "layer_init", "masked_entropy", "to_torch"]
+__all__ = ["ENCODERS", "MASKED", "MAX_OPTIONS", "NetConfig", "SchedulerNet", "layer_init", "masked_entropy", "to_torch"]
