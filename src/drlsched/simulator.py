@@ -36,7 +36,7 @@ from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S
 from drlsched.metrics import Accumulator, summarize
 from drlsched.network import Network
-from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy
+from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ReclaimSignals
 from drlsched.reclaim import (
     RHO_MAX,
     NodeForecast,
@@ -208,6 +208,7 @@ class Simulator:
             self.resv_t = 0.0
             self.low_since = np.full(n, INF)  # since when BE CPU satisfaction has been low, per node
             self.satisfaction = np.ones(n)
+            self.node_evictions = np.zeros(n)
         self.usage = workload.usage
         if self.usage is not None:
             # Real usage series, resampled to the tick, handed to LS pods in arrival order from a seeded start.
@@ -524,8 +525,13 @@ class Simulator:
                     failed = [f for f in failed if not _dominates(f, r0)]
                     failed.append(r0)
                 continue
+            if self.reclaim:
+                ctx.reclaim = ReclaimSignals(np.maximum(c.use_cpu - np.asarray(self.use_be), 0.0),
+                                             np.minimum(self.satisfaction, 1.0), self.node_evictions.copy())
             decision = yield ctx
-            if decision is None:  # the policy (or an RL agent) left it pending although it fits: any event wakes it
+            # The policy left it pending although it fits (a hold; for BE pods the admission decision): parked
+            # without a hint, so the next cluster event wakes it, with backoff.
+            if decision is None:
                 q.park(entry, t)
                 continue
             q.done(entry)
@@ -885,6 +891,7 @@ class Simulator:
                 self._evict(run, t)
 
     def _evict(self, run: _Run, t: float) -> None:
+        self.node_evictions[run.node] += 1
         done = self._progress(run, t)
         self._stop(run, t)
         self.acc.evictions += 1

@@ -20,7 +20,7 @@ def test_gymnasium_env_checker(batch_config: EnvConfig) -> None:
 def test_registered_id_makes_the_env(batch_config: EnvConfig) -> None:
     env = gym.make(drlsched.rl.ENV_ID, config=batch_config)
     obs, info = env.reset(seed=3)
-    assert obs["action_mask"].shape == (4 * MAX_OPTIONS,)
+    assert obs["action_mask"].shape == (4 * MAX_OPTIONS + 1,)  # the last: hold
     assert np.array_equal(info["action_mask"], obs["action_mask"])
 
 
@@ -38,14 +38,15 @@ def _random_episode(env: SchedulingEnv, seed: int, check: bool = False, max_step
             for k, o in enumerate(ctx.options[:MAX_OPTIONS]):
                 expected[:, k] = o.feasible
                 r = o.request
-                for node in np.flatnonzero(mask.reshape(c.size, MAX_OPTIONS)[:, k]):
+                for node in np.flatnonzero(mask[:-1].reshape(c.size, MAX_OPTIONS)[:, k]):
                     # An allowed node really has room for the request.
                     assert c.cap_cpu[node] - c.req_cpu[node] >= r.cpu
                     assert c.cap_mem[node] - c.req_mem[node] >= r.mem
                     assert c.pods[node] < c.max_pods[node]
                     if r.gpus:
                         assert c.full_free_gpus[node] >= r.gpus or r.gpu_milli < 1000
-            assert np.array_equal(mask, expected.reshape(-1))
+            assert np.array_equal(mask[:-1], expected.reshape(-1))
+            assert mask[-1] == 0  # no reclaim model: no hold
             assert mask.any()
         obs, reward, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
         rewards.append(reward)
@@ -98,7 +99,7 @@ def test_any_node_count() -> None:
     for n in (3, 17):
         env = SchedulingEnv(EnvConfig(scenario="batch", nodes=n, duration_s=10.0))
         obs, _ = env.reset(seed=0)
-        assert obs["nodes"].shape[0] == n and env.action_space.n == n * MAX_OPTIONS
+        assert obs["nodes"].shape[0] == n and env.action_space.n == n * MAX_OPTIONS + 1
 
 
 def test_data_locality_features_follow_the_parent_tasks_pods() -> None:

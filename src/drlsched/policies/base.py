@@ -24,6 +24,22 @@ class Option:
     feasible: np.ndarray  # bool[N]
 
 
+@dataclass(frozen=True, slots=True)
+class ReclaimSignals:
+    """What a node-resource controller knows about reclaimed resources, per node (float64[N] each); given to
+    policies in the simulator when a reclaim model is on (`PodContext.reclaim`), None elsewhere.
+
+    - `ls_cpu`: CPU usage of the non-BE (LS and Burstable) pods in millicores, as last measured;
+    - `be_satisfaction`: what CPU suppression grants BE pods / their batch-CPU requests (1 = not throttled;
+      Koordinator's BE CPU satisfaction, whose low values trigger evictions);
+    - `evictions`: BE pods evicted from the node so far in the run.
+    """
+
+    ls_cpu: np.ndarray
+    be_satisfaction: np.ndarray
+    evictions: np.ndarray
+
+
 @dataclass(slots=True)
 class PodContext:
     pod: PodSpec
@@ -35,6 +51,7 @@ class PodContext:
     # node -> finished pods of the parent tasks there (where the pod's shuffle input lives); filled only for
     # policies whose `wants_data_nodes` is set, since counting them costs time on every DAG pod.
     data_nodes: dict[int, int] = field(default_factory=dict)
+    reclaim: ReclaimSignals | None = None
 
 
 def per_node(counts: dict[int, int], n: int) -> np.ndarray:
@@ -59,7 +76,9 @@ class Migration:
 
 
 class Policy:
-    """Chooses a node (and GPU count) for one pod, or None to leave it pending."""
+    """Chooses a node (and GPU count) for one pod, or None to leave it pending. For a pod that fits, None is a
+    hold (the admission decision for BE pods on reclaimed resources): the pod is parked like an unschedulable one
+    and retried after the next cluster event, with backoff."""
 
     name = "policy"
     wants_data_nodes = False

@@ -25,7 +25,7 @@ import torch
 
 from drlsched.errors import UserError
 from drlsched.rl.features import OBS_SPEC_VERSION
-from drlsched.rl.network import NetConfig, SchedulerNet
+from drlsched.rl.network import ENCODERS, NetConfig, SchedulerNet
 
 FORMAT = "drlsched-policy"
 FORMAT_VERSION = 1
@@ -118,8 +118,8 @@ def _net_config(p: Path, net: object) -> NetConfig:
         raise UserError(f"{p} does not describe a network this drlsched builds (net: expected the keys "
                         f"{', '.join(sorted(names))})")
     cfg = NetConfig(**net)
-    if cfg.encoder not in ("lstm", "framestack"):
-        raise UserError(f"{p} names an unknown encoder {str(cfg.encoder)[:40]!r} (lstm or framestack)")
+    if cfg.encoder not in ENCODERS:
+        raise UserError(f"{p} names an unknown encoder {str(cfg.encoder)[:40]!r} ({', '.join(ENCODERS)})")
     for key, limit in (("history", MAX_HISTORY), ("lstm", MAX_WIDTH), ("state", MAX_WIDTH), ("hidden", MAX_WIDTH)):
         value = getattr(cfg, key)
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:

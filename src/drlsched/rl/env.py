@@ -2,8 +2,13 @@
 
 An episode replays one workload window (a scenario drawn with a workload seed) to the end of the simulation.
 Each step places one pod: the action is a flattened (node, GPU-count option) index with a joint feasibility mask,
-given in the observation and in `info["action_mask"]`. Pods that fit nowhere right now are left pending without
-asking the agent (there is nothing to choose). The reward is documented in `drlsched.rl.reward`.
+given in the observation and in `info["action_mask"]`; under a reclaim model a BE pod may also be held (the last
+action: it stays pending and the simulator retries it after the next cluster event, with backoff). The hard
+safety limit is the mask: a BE pod goes only where the reclaim model's batch allocatable has room, so a policy can
+be more aggressive than a reclaim model only when that model runs with a more permissive threshold
+(`--reclaim-cpu-threshold`), and CPU suppression still protects LS pods at run time. Pods that fit nowhere right
+now are left pending without asking the agent (there is nothing to choose). The reward is documented in
+`drlsched.rl.reward`.
 
 Held-out evaluation: unless told otherwise, workload seeds for training are drawn from [TRAIN_SEED_BASE, 2**31);
 evaluation seeds are below TRAIN_SEED_BASE, so training never sees an evaluation workload.
@@ -89,9 +94,9 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
             "nodes": spaces.Box(-inf, inf, (n, F_NODE), np.float32),
             "options": spaces.Box(-inf, inf, (n, g, F_OPT), np.float32),
             "pod": spaces.Box(-inf, inf, (F_POD,), np.float32),
-            "action_mask": spaces.Box(0, 1, (n * g,), np.int8),
+            "action_mask": spaces.Box(0, 1, (n * g + 1,), np.int8),
         })
-        self.action_space = spaces.Discrete(n * g)
+        self.action_space = spaces.Discrete(n * g + 1)  # the last: hold (BE pods under a reclaim model)
         self.builder = ObsBuilder(cfg.history)
         self.sim: Simulator | None = None
         self.gen: Generator[PodContext, Decision | None, dict[str, object]] | None = None
@@ -188,10 +193,13 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         assert sim is not None
         self.jobs_in_system = len(sim.jobs)
         c = sim.cluster
-        self.saturated_nodes = int(np.count_nonzero(c.use_cpu > c.cap_cpu))
+        if sim.reclaim:  # LS pods slowed past their latency target (CPU suppression keeps usage under capacity)
+            self.saturated_nodes = sum(sim.saturated[:c.size])
+        else:
+            self.saturated_nodes = int(np.count_nonzero(c.use_cpu > c.cap_cpu))
 
     def action_mask(self) -> np.ndarray:
-        """int8[N * G]: the current joint (node, GPU option) mask."""
+        """int8[N * G + 1]: the current joint (node, GPU option) mask, then the hold's."""
         return self.obs["action_mask"]
 
     def _advance(self, decision: Decision | None, first: bool = False) -> PodContext | None:

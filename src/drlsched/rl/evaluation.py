@@ -34,7 +34,9 @@ def episode(policy_name: str, env_cfg: EnvConfig, seed: int) -> dict[str, float]
         ctx = env.ctx
         assert ctx is not None
         d = policy.select(ctx)
-        a = action_for(d, ctx) if d is not None else int(np.flatnonzero(obs["action_mask"])[0])
+        # None is a hold where the mask allows one (a BE pod under a reclaim model), else the first feasible pair.
+        hold_ok = bool(obs["action_mask"][-1])
+        a = action_for(d, ctx) if d is not None or hold_ok else int(np.flatnonzero(obs["action_mask"])[0])
         obs, r, term, trunc, info = env.step(a)
         total += r
         steps += 1

@@ -9,7 +9,17 @@ Shapes (N nodes, G option slots, T history length):
 - `nodes`    float32[N, F_NODE]: per-node state;
 - `options`  float32[N, G, F_OPT]: per node and GPU-count option: feasibility and what would be left after placing;
 - `pod`      float32[F_POD]: the pod to place;
-- `action_mask` int8[N * G]: 1 where (node, option) is feasible; action a = node * G + option slot.
+- `action_mask` int8[N * G + 1]: 1 where (node, option) is feasible; action a = node * G + option slot; the last
+  action (N * G, `hold_action`) is the hold: leave the pod pending for now, valid for BE pods under a reclaim model
+  only (the admission decision; the simulator retries a held pod after the next cluster event, with backoff).
+
+Reclaim features (zero when no reclaim model is on, or outside the simulator: `PodContext.reclaim` is None):
+per node `nodes[:, 18:26]` = LS CPU usage / capacity, its trend (usage minus a 60-s moving average, / capacity),
+reclaimable CPU and memory room (batch allocatable − BE batch requests, / capacity), BE batch-CPU requests /
+capacity, BE throttling (1 − BE CPU satisfaction), log1p(evictions on the node) and recent evictions (a 60-s decayed
+count). The history snapshot (one per decision, `history[t, :]`) carries, besides cluster utilisation and the
+decision rate, the signals that precede bursts: mean and max LS usage and trend, mean reclaimable room, mean
+throttling, evictions since the last decision, and the job arrival rate (new jobs per minute, 60-s average).
 
 Bump `OBS_SPEC_VERSION` whenever a feature changes meaning or position: checkpoints record it and loading refuses
 a mismatch.
@@ -26,13 +36,19 @@ from drlsched.cluster import Cluster
 from drlsched.policies.base import Decision, PodContext, per_node
 from drlsched.workload import GPU_MILLI, QoS
 
-OBS_SPEC_VERSION = 2
+OBS_SPEC_VERSION = 3
 MAX_OPTIONS = 3  # GPU-count option slots per node: the default count first, then elastic alternatives
 HISTORY = 16
-F_NODE = 18
+F_NODE = 26
 F_OPT = 7
 F_POD = 16
-F_HIST = 13
+F_HIST = 21
+TREND_S = 60.0  # time constant of the moving averages behind the trend, eviction and arrival-rate features
+
+
+def hold_action(n_nodes: int) -> int:
+    """The index of the hold action (the last one) for a cluster of `n_nodes`."""
+    return n_nodes * MAX_OPTIONS
 
 
 class ObsBuilder:
@@ -64,14 +80,22 @@ class ObsBuilder:
         self.mean_mem = float(self.cap_mem.mean())
         self.rack = c.rack
         self.n_racks = int(c.rack.max()) + 1
+        n = c.size
+        self.ls_ema = np.zeros(n)
+        self.evict_last = np.zeros(n)
+        self.evict_ema = np.zeros(n)
+        self.jobs_seen: set[str] = set()
+        self.arrival_ema = 0.0  # new jobs per second
+        self.evict_sum = 0.0
 
     def observe(self, ctx: PodContext) -> dict[str, np.ndarray]:
         """The observation for this decision; also records its history snapshot (call once per context)."""
         c = ctx.cluster
         if c is not self.cluster:
             self.reset(c)
-        nodes = self._nodes(ctx)
-        self._push_snapshot(ctx, nodes)
+        dt = max(0.0, ctx.now - self.last_now)
+        nodes = self._nodes(ctx, dt)
+        self._push_snapshot(ctx, nodes, dt)
         options, mask = self._options(ctx)
         hist = np.zeros((self.history, F_HIST), dtype=np.float32)
         if self.snaps:
@@ -81,7 +105,7 @@ class ObsBuilder:
 
     # --- parts ----------------------------------------------------------------------------------------------
 
-    def _nodes(self, ctx: PodContext) -> np.ndarray:
+    def _nodes(self, ctx: PodContext, dt: float) -> np.ndarray:
         c = ctx.cluster
         n = c.size
         f = np.empty((n, F_NODE), dtype=np.float32)
@@ -115,7 +139,30 @@ class ObsBuilder:
         data_total = data_here.sum()
         f[:, 16] = np.log1p(data_here)
         f[:, 17] = data_here / data_total if data_total else 0.0
+        self._reclaim_nodes(ctx, dt, f[:, 18:])
         return f
+
+    def _reclaim_nodes(self, ctx: PodContext, dt: float, f: np.ndarray) -> None:
+        """Per-node reclaim features into f[:, 0:8] (see the module docstring); zero without signals."""
+        sig = ctx.reclaim
+        if sig is None:
+            f[:] = 0.0
+            return
+        c = ctx.cluster
+        decay = 1.0 - math.exp(-dt / TREND_S)
+        ls = sig.ls_cpu / self.cap_cpu
+        self.ls_ema += decay * (ls - self.ls_ema)
+        new_evictions = sig.evictions - self.evict_last
+        self.evict_last = sig.evictions.copy()
+        self.evict_ema = self.evict_ema * (1.0 - decay) + new_evictions
+        f[:, 0] = np.minimum(ls, 2.0)
+        f[:, 1] = np.clip(ls - self.ls_ema, -1.0, 1.0)
+        f[:, 2] = (c.batch_cpu - c.be_cpu) / self.cap_cpu
+        f[:, 3] = (c.batch_mem - c.be_mem) / self.cap_mem
+        f[:, 4] = c.be_cpu / self.cap_cpu
+        f[:, 5] = 1.0 - sig.be_satisfaction
+        f[:, 6] = np.log1p(sig.evictions)
+        f[:, 7] = np.log1p(self.evict_ema)
 
     def _options(self, ctx: PodContext) -> tuple[np.ndarray, np.ndarray]:
         c = ctx.cluster
@@ -136,7 +183,8 @@ class ObsBuilder:
             elif r.gpus:
                 opt[:, k, 5] = np.where(feas, (c.max_gpu_free - r.gpu_milli) / GPU_MILLI, 0.0)
             opt[:, k, 6] = k == 0
-        return opt, mask.reshape(-1)
+        hold = ctx.reclaim is not None and ctx.pod.qos == QoS.BE
+        return opt, np.append(mask.reshape(-1), np.int8(hold))
 
     def _pod(self, ctx: PodContext) -> np.ndarray:
         p = ctx.pod
@@ -158,8 +206,11 @@ class ObsBuilder:
         f[15] = p.qos == QoS.LS and p.service
         return f
 
-    def _push_snapshot(self, ctx: PodContext, nodes: np.ndarray) -> None:
-        dt = max(0.0, ctx.now - self.last_now)
+    def _push_snapshot(self, ctx: PodContext, nodes: np.ndarray, dt: float) -> None:
+        if ctx.pod.job_id not in self.jobs_seen:  # a job's first pod: the job arrived (about) now
+            self.jobs_seen.add(ctx.pod.job_id)
+            self.arrival_ema += 1.0 / TREND_S
+        self.arrival_ema *= math.exp(-dt / TREND_S)
         if dt == 0.0:
             self.same_instant += 1
         else:
@@ -182,16 +233,32 @@ class ObsBuilder:
         s[10] = math.log1p(dt)
         s[11] = math.log1p(self.same_instant) / 3.0  # a burst of decisions at one instant: a queue building up
         s[12] = -math.log(self.dt_ema + 1e-3) / 5.0  # decision rate
+        r = nodes[:, 18:]
+        s[13] = r[:, 0].mean()
+        s[14] = r[:, 0].max()
+        s[15] = r[:, 1].mean()
+        s[16] = r[:, 1].max()
+        s[17] = r[:, 2].mean()
+        s[18] = r[:, 5].mean()
+        s[19] = math.log1p(float((ctx.reclaim.evictions.sum() if ctx.reclaim is not None else 0.0)
+                                 - self.evict_sum))
+        self.evict_sum = float(ctx.reclaim.evictions.sum()) if ctx.reclaim is not None else 0.0
+        s[20] = math.log1p(60.0 * self.arrival_ema) / 3.0
         self.snaps.append(s)
 
 
-def decision_for(action: int, ctx: PodContext) -> Decision:
-    """The simulator decision for a flattened action index (node * MAX_OPTIONS + option slot)."""
+def decision_for(action: int, ctx: PodContext) -> Decision | None:
+    """The simulator decision for a flattened action index (node * MAX_OPTIONS + option slot); None for the hold
+    action (the pod stays pending)."""
+    if action == hold_action(ctx.cluster.size):
+        return None
     node, slot = divmod(int(action), MAX_OPTIONS)
     return Decision(node, ctx.options[slot].gpus)
 
 
-def action_for(decision: Decision, ctx: PodContext) -> int:
+def action_for(decision: Decision | None, ctx: PodContext) -> int:
     """Inverse of `decision_for` (for behaviour cloning from a baseline's decisions)."""
+    if decision is None:
+        return hold_action(ctx.cluster.size)
     slot = next(k for k, o in enumerate(ctx.options[:MAX_OPTIONS]) if o.gpus == decision.gpus)
     return decision.node * MAX_OPTIONS + slot

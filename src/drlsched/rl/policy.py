@@ -17,7 +17,8 @@ from drlsched.rl.network import SchedulerNet
 
 
 class LearnedPolicy(Policy):
-    """Greedy (highest-logit) choice over the feasible (node, GPU option) pairs; deterministic for a state.
+    """Greedy (highest-logit) choice over the feasible (node, GPU option) pairs and, for BE pods under a reclaim
+    model, the hold (None: the pod stays pending); deterministic for a state.
 
     Like kube-scheduler (percentageOfNodesToScore), on large clusters only the first `num_feasible_nodes_to_find`
     feasible nodes from a rotating start are scored (all of them below 100 nodes, 10% at 5,000): it bounds the
@@ -50,14 +51,14 @@ class LearnedPolicy(Policy):
             return decision_for(int(idx[0]), ctx)
         n = ctx.cluster.size
         if self.to_find < n:
-            nodes = np.unique(idx // MAX_OPTIONS)
+            nodes = np.unique(idx[idx < n * MAX_OPTIONS] // MAX_OPTIONS)
             if nodes.size > self.to_find:
                 split = int(np.searchsorted(nodes, self.next_start))
                 chosen = np.concatenate((nodes[split:], nodes[:split]))[: self.to_find]
                 self.next_start = (int(chosen[-1]) + 1) % n
                 keep = np.zeros(n, dtype=bool)
                 keep[chosen] = True
-                obs["action_mask"] = obs["action_mask"] * np.repeat(keep, MAX_OPTIONS).astype(np.int8)
+                obs["action_mask"] = obs["action_mask"] * np.append(np.repeat(keep, MAX_OPTIONS), True).astype(np.int8)
                 idx = np.flatnonzero(obs["action_mask"])
         scores = self.net.act_one(obs)
         return decision_for(int(idx[int(np.argmax(scores))]), ctx)

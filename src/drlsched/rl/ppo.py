@@ -22,6 +22,8 @@ step subtracted, an input-dependent baseline aligned by decision index. K=1 turn
 
 Behaviour-cloning warm start (`bc_steps`): before PPO, the policy imitates a baseline (default `k8s-default`) by
 cross-entropy on the masked logits over that many decisions taken by the baseline (its own Adam, `bc_lr`, `bc_epochs`).
+The hold action is left out of that cross-entropy: a heuristic never holds, and imitating it would teach the policy
+never to, which PPO then hardly explores.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import torch
 from torch import nn
 
 from drlsched.rl.env import EnvConfig
-from drlsched.rl.network import NetConfig, SchedulerNet, masked_entropy
+from drlsched.rl.network import MASKED, NetConfig, SchedulerNet, masked_entropy
 from drlsched.rl.rollout import LocalRollouts, Rollouts, RolloutSettings, make_envs, reset_seeds
 from drlsched.rl.scaling import RunningStd
 
@@ -118,6 +120,9 @@ def behaviour_clone(net: SchedulerNet, env_cfg: EnvConfig, s: PPOSettings, log: 
         for start in range(0, n, 256):
             idx = perm[start:start + 256]
             logits, _ = net({k: v[idx] for k, v in data.items()})
+            # A heuristic expert never holds: the hold is left out of the imitation (not taught "never"), so PPO
+            # still explores it after the warm start.
+            logits = torch.cat([logits[:, :-1], torch.full_like(logits[:, -1:], MASKED)], dim=1)
             loss = nn.functional.cross_entropy(logits, y[idx])
             opt.zero_grad()
             loss.backward()

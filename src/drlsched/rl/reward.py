@@ -13,8 +13,10 @@ the end of the simulation), and reads the simulator's running sums:
   node count; by Little's law its episode sum is proportional to the mean job completion time;
 - traffic (optional): cross-node traffic in the interval in GB (`acc.cross_node_mb` / 1000): shuffle reads from
   parent tasks' pods on other nodes and service traffic with the job's pods on other nodes;
-- saturation (optional, a dense stand-in for SLA violations): Δt / τ × CPU-saturated nodes (measured usage above
-  capacity, where services accumulate the saturated time that makes them violate) at the interval start / N.
+- saturation (a dense stand-in for SLA violations): Δt / τ × CPU-saturated nodes at the interval start / N:
+  without reclaim, nodes whose measured usage is above capacity (where services accumulate the saturated time that
+  makes them violate); with a reclaim model, nodes whose LS pods are slowed past their latency target
+  (`ls_slowdown_target`), which is what makes them violate there.
 τ (`time_scale_s`) only sets the scale of the time-integrated terms against the per-event ones.
 """
 
@@ -46,9 +48,12 @@ class RewardWeights:
         return asdict(self)
 
 
+# The saturation term is the dense form of the violation term: in `colocation` services live to the end of the
+# episode, so their SLA outcome arrives only at the last step, while saturated nodes (with reclaim: nodes whose LS
+# pods are slowed past their latency target) are counted at every step. Each preset gives it the violation weight.
 PRESETS: dict[str, RewardWeights] = {
-    "ecommerce": RewardWeights(utilization=0.3, violation=0.6, migration=0.1),
-    "batch": RewardWeights(utilization=0.8, violation=0.1, migration=0.1),
+    "ecommerce": RewardWeights(utilization=0.3, violation=0.6, migration=0.1, saturation=0.6),
+    "batch": RewardWeights(utilization=0.8, violation=0.1, migration=0.1, saturation=0.1),
     # Shuffle-heavy DAG jobs (spark-tpcds): cross-node traffic is what placement changes most; utilisation is set
     # mostly by the workload there, so it gets a small weight.
     "traffic": RewardWeights(utilization=0.1, violation=0.1, migration=0.1, traffic=1.0),
