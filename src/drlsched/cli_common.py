@@ -71,13 +71,7 @@ def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reclaim", type=_reclaim_models, default=("none",), metavar="MODEL",
                    help=f"how BE pods are admitted: {', '.join(RECLAIM_MODELS)} (default none: on requests); "
                         "evaluate takes a comma-separated list and compares policy@model")
-    g.add_argument("--reclaim-cpu-threshold", type=_share, metavar="SHARE",
-                   help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
-    g.add_argument("--reclaim-mem-threshold", type=_share, metavar="SHARE",
-                   help="share of node memory the model may hand out (default 0.65)")
-    g.add_argument("--suppress-threshold", type=_share, metavar="SHARE",
-                   help="BE pods together get at most capacity x SHARE - LS usage (default: koordinator 0.65, "
-                        "borg/peak 1.0)")
+    add_reclaim_thresholds(g)
     g.add_argument("--interference", type=float, default=0.0, metavar="F",
                    help="slowdown per co-running pod with reclaim, e.g. 0.003 (Borg's CPI study; default 0: off)")
     g.add_argument("--ls-slowdown-target", type=float, default=4.0, metavar="X",
@@ -86,6 +80,18 @@ def add_reclaim_arguments(p: argparse.ArgumentParser) -> None:
                    help="forecast model: admit against the forecast's upper bound over this long (default 300)")
     g.add_argument("--forecast-sigmas", type=float, default=3.0, metavar="Z",
                    help="forecast model: z of the prediction interval's upper bound (default 3)")
+
+
+def add_reclaim_thresholds(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The shares of a node a reclaim model hands out and BE pods may use (the simulator and `drlsched reclaim`)."""
+    g.add_argument("--reclaim-cpu-threshold", type=_share, metavar="SHARE",
+                   help="share of node CPU the model may hand out (default: koordinator 0.6, forecast 0.75, "
+                        "borg/peak 1.0)")
+    g.add_argument("--reclaim-mem-threshold", type=_share, metavar="SHARE",
+                   help="share of node memory the model may hand out (default 0.65)")
+    g.add_argument("--suppress-threshold", type=_share, metavar="SHARE",
+                   help="BE pods together get at most capacity x SHARE - LS usage (default: koordinator 0.65, "
+                        "others 1.0)")
 
 
 def add_network_arguments(p: argparse.ArgumentParser) -> None:

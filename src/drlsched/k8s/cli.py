@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from drlsched.cli_common import add_reclaim_thresholds
 from drlsched.errors import UserError
 from drlsched.k8s import prom
 from drlsched.k8s.client import LOOPBACK, api_client
@@ -69,12 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                          help="seconds between reads of metrics.k8s.io between passes (default %(default)s)")
     reclaim.add_argument("--stale-after", type=float, default=180.0,
                          help="seconds without a node usage sample after which its batch allocatable is 0")
-    reclaim.add_argument("--reclaim-cpu-threshold", type=float, metavar="SHARE",
-                         help="share of node CPU the model may hand out (default: koordinator 0.6, borg/peak 1.0)")
-    reclaim.add_argument("--reclaim-mem-threshold", type=float, metavar="SHARE",
-                         help="share of node memory the model may hand out (default 0.65)")
-    reclaim.add_argument("--suppress-threshold", type=float, metavar="SHARE",
-                         help="BE pods together get at most capacity x SHARE - non-BE usage (CPU eviction rule)")
+    add_reclaim_thresholds(reclaim)
     reclaim.add_argument("--evict-mem-threshold", type=float, default=0.70, metavar="SHARE",
                          help="evict BE pods from a node whose memory usage passes this share (default 0.70)")
     reclaim.add_argument("--event-namespace", default="default", help="namespace of the controller's Node events")
