@@ -525,7 +525,7 @@ class Simulator:
                     failed = [f for f in failed if not _dominates(f, r0)]
                     failed.append(r0)
                 continue
-            if self.reclaim:
+            if self.reclaim and self.policy.wants_reclaim_signals:
                 ctx.reclaim = ReclaimSignals(np.maximum(c.use_cpu - np.asarray(self.use_be), 0.0),
                                              np.minimum(self.satisfaction, 1.0), self.node_evictions.copy())
             decision = yield ctx

@@ -27,7 +27,8 @@ class Option:
 @dataclass(frozen=True, slots=True)
 class ReclaimSignals:
     """What a node-resource controller knows about reclaimed resources, per node (float64[N] each); given to
-    policies in the simulator when a reclaim model is on (`PodContext.reclaim`), None elsewhere.
+    policies that ask for them (`wants_reclaim_signals`) in the simulator when a reclaim model is on
+    (`PodContext.reclaim`), None elsewhere.
 
     - `ls_cpu`: CPU usage of the non-BE (LS and Burstable) pods in millicores, as last measured;
     - `be_satisfaction`: what CPU suppression grants BE pods / their batch-CPU requests (1 = not throttled;
@@ -51,6 +52,7 @@ class PodContext:
     # node -> finished pods of the parent tasks there (where the pod's shuffle input lives); filled only for
     # policies whose `wants_data_nodes` is set, since counting them costs time on every DAG pod.
     data_nodes: dict[int, int] = field(default_factory=dict)
+    # Filled only for policies whose `wants_reclaim_signals` is set (the per-node arrays cost time on every pod).
     reclaim: ReclaimSignals | None = None
 
 
@@ -82,6 +84,7 @@ class Policy:
 
     name = "policy"
     wants_data_nodes = False
+    wants_reclaim_signals = False
 
     def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
         self.cluster = cluster

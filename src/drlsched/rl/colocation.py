@@ -4,8 +4,7 @@
 scheduler's comparison needs each entry with its own: a heuristic under its best (tuned) threshold, the learned
 policy under the permissive threshold that is its hard safety limit. An entry is written
 `POLICY@MODEL[:cpu=X][:suppress=Y]` (e.g. `k8s-default@koordinator:cpu=0.9`, `ppo:runs/p/policy.pt@koordinator:cpu=1`);
-its label is the spec itself. Any model `drlsched.reclaim` knows is accepted by name (e.g. `forecast` once it
-exists).
+its label is the spec itself. Any model `drlsched.reclaim` knows is accepted by name (e.g. `forecast`).
 
 Run as `python -m drlsched.rl.colocation --entries A,B,... --out DIR` (what `scripts/demo` does): writes
 DIR/results.json (`meta` names the scenario and the cluster), report.md and the plots of `drlsched evaluate`

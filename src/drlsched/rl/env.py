@@ -75,6 +75,7 @@ class _Driven(Policy):
 
     name = "rl-env"
     wants_data_nodes = True  # the observation's data-locality features
+    wants_reclaim_signals = True  # and its reclaim features
 
 
 class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):

@@ -26,6 +26,7 @@ class LearnedPolicy(Policy):
     """
 
     wants_data_nodes = True  # the observation's data-locality features
+    wants_reclaim_signals = True  # and its reclaim features
 
     def __init__(self, net: SchedulerNet, name: str = "learned", history: int | None = None,
                  score_all: bool = False) -> None:
