@@ -99,9 +99,11 @@ def aggregate(runs: list[dict[str, object]], policies: list[str]) -> dict[str, d
     return out
 
 
-def paired_ratios(runs: list[dict[str, object]], policies: list[str], baseline: str) -> dict[str, dict[str, object]]:
-    """Per policy and metric: mean and 95% CI of policy / baseline over paired seeds (seeds where the baseline's
-    value is 0 are left out). Pairing removes the workload-to-workload spread that dominates per-policy CIs."""
+def paired_ratios(runs: list[dict[str, object]], policies: list[str], baseline: str,
+                  keys: tuple[str, ...] = METRIC_KEYS) -> dict[str, dict[str, object]]:
+    """Per policy and metric (`keys`): mean and 95% CI of policy / baseline over paired seeds (seeds where the
+    baseline's value is 0 are left out). Pairing removes the workload-to-workload spread that dominates
+    per-policy CIs."""
     by_seed = {(r["metrics"]["policy"], r["metrics"]["seed"]): r["metrics"] for r in runs}  # type: ignore[index]
     base = {seed: m for (p, seed), m in by_seed.items() if p == baseline}
     out: dict[str, dict[str, object]] = {}
@@ -109,7 +111,7 @@ def paired_ratios(runs: list[dict[str, object]], policies: list[str], baseline: 
         if policy == baseline:
             continue
         entry: dict[str, object] = {}
-        for key in METRIC_KEYS:
+        for key in keys:
             ratios = [float(m[key]) / float(base[seed][key]) for (p, seed), m in by_seed.items()  # type: ignore[index]
                       if p == policy and seed in base and float(base[seed][key]) != 0]
             entry[key] = mean_ci(ratios)

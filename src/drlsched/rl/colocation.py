@@ -21,8 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.errors import UserError
-from drlsched.evaluate import RunSpec, aggregate, default_jobs, mean_ci, paired_ratios, run_all, to_jsonable
+from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
+from drlsched.metrics import METRIC_KEYS
 from drlsched.reclaim import ReclaimConfig
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
@@ -82,13 +84,7 @@ def compare(entries: list[Entry], source: WorkloadSource, seeds: list[int], jobs
     runs = run_all(specs, jobs)
     summary = aggregate(runs, labels)
     base = labels[0]
-    ratios = paired_ratios(runs, labels, base)
-    for label in labels[1:]:  # evictions are no METRIC_KEY: paired too, where the baseline has any
-        by = {int(r["metrics"]["seed"]): float(r["metrics"]["evictions"]) for r in runs  # type: ignore[index]
-              if r["metrics"]["policy"] == label}  # type: ignore[index]
-        ref = {int(r["metrics"]["seed"]): float(r["metrics"]["evictions"]) for r in runs  # type: ignore[index]
-               if r["metrics"]["policy"] == base}  # type: ignore[index]
-        ratios[label]["evictions"] = mean_ci([by[s] / ref[s] for s in seeds if ref.get(s)])
+    ratios = paired_ratios(runs, labels, base, (*METRIC_KEYS, "evictions"))  # evictions: where the baseline has any
     meta = {"scenario": source.scenario, "nodes": source.nodes, "duration": source.duration, "load": source.load,
             "seeds": seeds, "entries": labels, "baseline": base, "wall_s": time.perf_counter() - t0}
     results = {"meta": meta, "policies": summary, f"ratio_vs_{base}": ratios,
@@ -124,12 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m drlsched.rl.colocation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", required=True, help="comma-separated POLICY@MODEL[:cpu=X][:suppress=Y]")
     ap.add_argument("--scenario", default="colocation")
-    ap.add_argument("--nodes", type=int)
-    ap.add_argument("--duration", type=float)
-    ap.add_argument("--load", type=float, default=1.0)
-    ap.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
-    ap.add_argument("--seed", type=int, default=0, help="first seed (default 0: held-out evaluation seeds)")
-    ap.add_argument("--jobs", type=int, default=default_jobs())
+    ap.add_argument("--nodes", type=positive_int)
+    ap.add_argument("--duration", type=positive_float)
+    ap.add_argument("--load", type=positive_float, default=1.0)
+    ap.add_argument("--seeds", type=positive_int, default=10, help="number of seeds (default 10)")
+    ap.add_argument("--seed", type=non_negative_int, default=0,
+                    help="first seed (default 0: held-out evaluation seeds)")
+    ap.add_argument("--jobs", type=positive_int, default=default_jobs())
     ap.add_argument("--out", required=True, metavar="DIR")
     args = ap.parse_args(argv)
     try:
