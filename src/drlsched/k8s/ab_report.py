@@ -21,7 +21,6 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import kubernetes
 
 from drlsched.k8s import quantity
 from drlsched.k8s.client import request
-from drlsched.k8s.objects import TERMINAL_PHASES
+from drlsched.k8s.objects import TERMINAL_PHASES, rfc3339_seconds
 from drlsched.k8s.rollout import ARM_ANNOTATION, CANDIDATE, CONTROL, POLICY_ANNOTATION
 
 log = logging.getLogger("drlsched.k8s")
@@ -75,7 +74,7 @@ def fetch_pods(api: kubernetes.client.ApiClient, namespace: str | None) -> dict[
 
 
 def _time(text: str | None) -> float | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    return rfc3339_seconds(text) if text else None
 
 
 def _mean(values: list[float]) -> Estimate | None:

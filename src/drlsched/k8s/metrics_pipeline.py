@@ -36,6 +36,7 @@ import numpy as np
 
 from drlsched.cluster import Cluster
 from drlsched.k8s import prom, quantity
+from drlsched.k8s.objects import rfc3339_seconds
 
 log = logging.getLogger("drlsched.k8s")
 SERIES = ("cpu", "memory", "gpu")
@@ -195,7 +196,7 @@ def parse_node_metrics(body: dict[str, Any]) -> list[Sample]:
     for item in body.get("items") or []:
         try:
             node = item["metadata"]["name"]
-            stamp = _rfc3339(item["timestamp"])
+            stamp = rfc3339_seconds(item["timestamp"])
             usage = item["usage"]
             samples.append(Sample(node, "cpu", quantity.parse(usage["cpu"]) * 1000, stamp))
             samples.append(Sample(node, "memory", quantity.parse(usage["memory"]) / 2**20, stamp))
@@ -212,7 +213,7 @@ def parse_pod_metrics(body: dict[str, Any]) -> list[Sample]:
         try:
             meta = item["metadata"]
             key = f"{meta.get('namespace', 'default')}/{meta['name']}"
-            stamp = _rfc3339(item["timestamp"])
+            stamp = rfc3339_seconds(item["timestamp"])
             containers = item.get("containers") or []
             cpu = sum(quantity.parse(c["usage"]["cpu"]) for c in containers) * 1000
             mem = sum(quantity.parse(c["usage"]["memory"]) for c in containers) / 2**20
@@ -242,10 +243,6 @@ class MetricsApiCollector:
         return out[0], out[1]
 
 
-def _rfc3339(text: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 PROMETHEUS_QUERIES = {

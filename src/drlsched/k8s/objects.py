@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -46,6 +47,11 @@ MAX_GPUS = 256  # per node or pod: the Cluster keeps one column per GPU slot
 
 class ObjectError(ValueError):
     """An API object that lacks or mistypes a field drlsched needs."""
+
+
+def rfc3339_seconds(text: str) -> float:
+    """A Kubernetes timestamp ("2026-12-01T17:42:49Z") as Unix seconds (ValueError if it is not one)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def job_label_value(job_id: str) -> str:

@@ -46,6 +46,7 @@ from drlsched.k8s.objects import (
     batch_allocatable,
     node_spec,
     pod_spec,
+    rfc3339_seconds,
 )
 from drlsched.reclaim import NodeForecast, ReclaimConfig, UsageWindow, borg_reservations
 from drlsched.reclaim import batch_allocatable as model_batch
@@ -262,7 +263,7 @@ class ReclaimController:
             use = (means.get("cpu", fallback[0]), means.get("memory", fallback[1])) if state == "fresh" else fallback
             started = str(as_dict(pod.get("status"), "pod.status").get("startTime") or "")
             pods.append(_Pod(namespace, name, str(meta.get("uid") or f"{namespace}/{name}"), node, be,
-                             (spec.cpu_m, spec.mem_mib), use, _timestamp(started) if started else now))
+                             (spec.cpu_m, spec.mem_mib), use, rfc3339_seconds(started) if started else now))
         return pods
 
     def _non_be(self, pods: list[_Pod], now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -393,7 +394,3 @@ def _has_batch(node: dict[str, Any]) -> bool:
     status = as_dict(node.get("status"), "node.status")
     return all(BATCH_CPU_RESOURCE in as_dict(status.get(key), "node.status") and
                BATCH_MEMORY_RESOURCE in as_dict(status.get(key), "node.status") for key in ("capacity", "allocatable"))
-
-
-def _timestamp(text: str) -> float:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
