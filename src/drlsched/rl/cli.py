@@ -65,9 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--duration", type=positive_float, default=120.0, metavar="SECONDS",
                    help="arrival window of each training episode in seconds (default 120)")
     p.add_argument("--load", type=positive_float, default=1.0, help="arrival-rate factor (default 1.0)")
-    p.add_argument("--encoder", choices=("lstm", "framestack", "none"), default="lstm",  # network.ENCODERS
-                   help="state encoder over the metric history (framestack: an MLP over the flattened window; "
-                        "none: the newest snapshot only; default lstm)")
+    p.add_argument("--encoder", choices=("none", "lstm", "framestack"), default="none",  # network.ENCODERS
+                   help="state encoder (none: an MLP over the newest metric snapshot, the default, since the "
+                        "history measured no worth on held-out seeds, docs/learning.md; lstm: an LSTM over the "
+                        "history window; framestack: an MLP over the flattened window)")
     p.add_argument("--bc-steps", type=non_negative_int, default=0,
                    help="PPO: behaviour-cloning warm start from --bc-expert over this many decisions "
                         "(default 0; 16000 takes about 20 s)")

@@ -29,7 +29,7 @@ ENCODERS = ("lstm", "framestack", "none")
 
 @dataclass(frozen=True)
 class NetConfig:
-    encoder: str = "lstm"  # "lstm", "framestack" or "none"
+    encoder: str = "none"  # "none" (the default: issue 15 measured no worth in history), "lstm" or "framestack"
     history: int = HISTORY
     lstm: int = 64
     state: int = 32
