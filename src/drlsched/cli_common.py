@@ -18,7 +18,7 @@ from drlsched.scenarios import SCENARIOS
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 from drlsched.traces import TraceSelection, add_trace_arguments
-from drlsched.usage_trace import USAGE_FORMATS, load_usage
+from drlsched.usage_trace import USAGE_FORMATS, load_usage, parse_usage_series, parse_usage_window
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,11 +38,37 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                    help="count pods that fit no node even when empty, instead of stopping with an error")
     add_reclaim_arguments(p)
     add_network_arguments(p)
-    p.add_argument("--usage-trace", metavar="PATH",
+    add_usage_arguments(p)
+
+
+def add_usage_arguments(p: argparse.ArgumentParser) -> None:
+    """--usage-trace and its form and part (docs/simulator.md "Real usage series")."""
+    g = p.add_argument_group("real usage series (CPU of the LS pods)")
+    g.add_argument("--usage-trace", metavar="PATH",
                    help="replay real CPU usage series onto the LS pods: an Alibaba v2018 machine_usage or "
                         "container_usage file, a Bitbrains VM file or folder, a Google 2011 per-job CSV")
-    p.add_argument("--usage-format", choices=USAGE_FORMATS, metavar="FMT",
+    g.add_argument("--usage-format", choices=USAGE_FORMATS, metavar="FMT",
                    help=f"form of --usage-trace: {', '.join(USAGE_FORMATS)} (default: recognised by its header)")
+    g.add_argument("--usage-window", metavar="START:END",
+                   help="replay only this time window of every series, from the trace's start, units s/m/h/d, a side "
+                        "may be empty (e.g. 0:5d to train, 5d: to evaluate); each seed starts at its own point")
+    g.add_argument("--usage-series", metavar="FROM:TO",
+                   help="replay only this share of the series, in file order (e.g. 0:0.5 to train, 0.5:1 to "
+                        "evaluate); each seed starts at its own point")
+
+
+def usage_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The --usage-* options as `WorkloadSource` fields; a bad option, file or part fails here, before any run."""
+    if not args.usage_trace:
+        given = [f"--usage-{k}" for k in ("format", "window", "series") if getattr(args, f"usage_{k}")]
+        if given:
+            raise UserError(f"{', '.join(given)} needs --usage-trace PATH")
+        return {}
+    window = parse_usage_window(args.usage_window) if args.usage_window else None
+    series = parse_usage_series(args.usage_series) if args.usage_series else None
+    load_usage(args.usage_trace, args.usage_format, window, series)
+    return {"usage_trace": args.usage_trace, "usage_format": args.usage_format, "usage_window": window,
+            "usage_series": series}
 
 
 def _share(text: str) -> float:
@@ -129,14 +155,9 @@ def trace_selection(args: argparse.Namespace) -> TraceSelection | None:
 
 def workload_source(args: argparse.Namespace) -> WorkloadSource:
     """The workload options as a `WorkloadSource` (which refuses none or both of --scenario and --trace)."""
-    if args.usage_format and not args.usage_trace:
-        raise UserError("--usage-format needs --usage-trace PATH")
-    source = WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
-                            duration=args.duration, load=args.load, usage_trace=args.usage_trace,
-                            usage_format=args.usage_format)
-    if args.usage_trace:
-        load_usage(args.usage_trace, args.usage_format)  # a bad file fails here, before any run
-    return source
+    usage = usage_fields(args)
+    return WorkloadSource(scenario=args.scenario, trace=trace_selection(args), nodes=args.nodes,
+                          duration=args.duration, load=args.load, **usage)
 
 
 def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfig:

@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--jobs", type=positive_int, default=default_jobs(), help="parallel worker processes (default: "
                                                                               "up to 2)")
-    p.set_defaults(func=cmd_fill, load=1.0, usage_trace=None, usage_format=None)  # no usage: nothing runs
+    p.set_defaults(func=cmd_fill, load=1.0, usage_trace=None, usage_format=None, usage_window=None,
+                   usage_series=None)  # no usage: nothing runs
 
 
 def cmd_fill(args: argparse.Namespace) -> int:

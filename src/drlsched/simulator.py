@@ -144,7 +144,7 @@ class Simulator:
         self.cluster = Cluster(workload.nodes, reclaim=self.reclaim)
         self.net = Network(self.cluster.rack, self.cfg.nic_gbps, self.cfg.rack_oversubscription,
                            self.cfg.share_links)
-        seeds = np.random.SeedSequence(seed).spawn(3)
+        seeds = np.random.SeedSequence(seed).spawn(4)  # the 4th: the replay's start in a part of the usage series
         self.rng_pod = np.random.default_rng(seeds[0])  # per-pod draws in arrival order: same for every policy
         self.rng_use = np.random.default_rng(seeds[1])
         policy.reset(self.cluster, np.random.default_rng(seeds[2]))
@@ -214,6 +214,10 @@ class Simulator:
             # Real usage series, resampled to the tick, handed to LS pods in arrival order from a seeded start.
             self.u_grid, self.u_len = self.usage.grid(self.tick_s)
             self.u_next = seed % len(self.u_len)
+            # A part of the series (--usage-window/--usage-series): each seed replays it from its own point, so the
+            # seeds cover the part, not only its first minutes; the same point for every series keeps them in step.
+            drawn = int(np.random.default_rng(seeds[3]).integers(int(self.u_len.max())))
+            self.u_off = drawn if self.usage.drawn_start else 0
             self.s_series = np.full(cap, -1, dtype=np.int64)
             self._slot_arrays.append("s_series")
         self.by_uid: dict[str, _Run] = {}
@@ -645,7 +649,8 @@ class Simulator:
                 base_cpu = r.cpu * (spec.usage_cpu if self.usage.relative else 1.0)  # type: ignore[union-attr]
                 self.s_base[i, 0] = base_cpu
                 self.s_sigma[i] = 0.0
-                use_cpu = base_cpu * float(self.u_grid[run.series, int(t // self.tick_s) % self.u_len[run.series]])
+                k = (int(t // self.tick_s) + self.u_off) % self.u_len[run.series]
+                use_cpu = base_cpu * float(self.u_grid[run.series, k])
         self.s_use[i] = (use_cpu, base_mem, base_gpu)
         if self.reclaim:
             be = spec.qos == QoS.BE
@@ -779,7 +784,7 @@ class Simulator:
             if series is not None:
                 rows = np.flatnonzero(series >= 0)
                 j = series[rows]
-                use[rows, 0] *= self.u_grid[j, int(t // self.tick_s) % self.u_len[j]]
+                use[rows, 0] *= self.u_grid[j, (int(t // self.tick_s) + self.u_off) % self.u_len[j]]
             self.s_use[:n] = use
             nodes = self.s_node[:n]
             size = c.size

@@ -24,6 +24,8 @@ class WorkloadSource:
     load: float = 1.0
     usage_trace: str | None = None  # real CPU usage series for the LS pods (drlsched.usage_trace)
     usage_format: str | None = None
+    usage_window: tuple[float, float] | None = None  # the part of the series replayed (--usage-window)
+    usage_series: tuple[float, float] | None = None  # (--usage-series)
 
     def __post_init__(self) -> None:
         if (self.scenario is None) == (self.trace is None):
@@ -37,5 +39,5 @@ class WorkloadSource:
             assert self.scenario is not None
             w = make_scenario(self.scenario, nodes=self.nodes, duration=self.duration, load=self.load, seed=seed)
         if self.usage_trace is not None:
-            w.usage = load_usage(self.usage_trace, self.usage_format)
+            w.usage = load_usage(self.usage_trace, self.usage_format, self.usage_window, self.usage_series)
         return w

@@ -11,6 +11,10 @@ Forms, recognised by their header (or named with `--usage-format`), as in ../sha
   seconds despite the column's name (values above 10^11 are taken as milliseconds).
 - `google-jobs`: Google 2011 per-job sums (`job_id,day,step_5min,cpu_pct,mem_pct`), one series per job;
   `cpu_pct` is used as usage / request, at time (day − 1) × 86,400 + step × 300 s.
+
+A part of the series (`--usage-window START:END`, `--usage-series FROM:TO`) keeps training and held-out evaluation
+apart: a time window of every series (from the trace's start) and/or a share of the series in file order. A run on
+a part replays it from a point drawn from its seed, so that the seeds cover the part rather than its first minutes.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import csv
 import functools
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +54,7 @@ class UsageSeries:
     form: str
     relative: bool
     series: tuple[tuple[np.ndarray, np.ndarray], ...]
+    drawn_start: bool = False  # a part: each run replays from a point drawn from its seed (else from the start)
 
     def grid(self, tick_s: float) -> tuple[np.ndarray, np.ndarray]:
         """The series resampled to the tick (linear interpolation from each series' first sample), as a padded
@@ -126,8 +132,73 @@ def _header(path: Path) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def load_usage(path: str, fmt: str | None = None) -> UsageSeries:
-    """The usage series of a file (or of a folder of Bitbrains VM files, in name order)."""
+def load_usage(path: str, fmt: str | None = None, window: tuple[float, float] | None = None,
+               share: tuple[float, float] | None = None) -> UsageSeries:
+    """The usage series of a file (or of a folder of Bitbrains VM files, in name order), or a part of them: the
+    samples in [start, end) seconds from the trace's start (`window`; the earliest sample of any series, so that
+    two windows never share a moment) of the series whose index i of n has from <= i / n < to (`share`)."""
+    whole = _load_whole(path, fmt)
+    if window is None and share is None:
+        return whole
+    series = whole.series
+    if share is not None:
+        lo, hi = share
+        series = tuple(s for i, s in enumerate(series) if lo <= i / len(series) < hi)
+        if not series:
+            raise UserError(f"--usage-series {lo:g}:{hi:g} keeps none of the {len(whole.series)} series of {path}")
+    if window is not None:
+        start, end = window
+        origin = min(float(t[0]) for t, _ in whole.series)
+        cut = []
+        for t, v in series:
+            keep = (t >= origin + start) & (t < origin + end)
+            if keep.any():
+                cut.append((t[keep], v[keep]))
+        if not cut:
+            last = max(float(t[-1]) for t, _ in series) - origin
+            raise UserError(f"--usage-window {start:g}:{end:g} (seconds) holds no sample of {path}: its series "
+                            f"end {last:g} s after its start")
+        series = tuple(cut)
+    return replace(whole, series=series, drawn_start=True)
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
+
+
+def _seconds(text: str, empty: float) -> float:
+    if not text.strip():
+        return empty
+    m = _DURATION.match(text)
+    return float(m.group(1)) * _UNITS[m.group(2)] if m else math.nan
+
+
+def parse_usage_window(text: str) -> tuple[float, float]:
+    """`START:END` in seconds from the trace's start, each with an optional unit s, m, h or d; an empty
+    side means the trace's start or end (`:5d`, `5d:`)."""
+    start_text, colon, end_text = text.partition(":")
+    start, end = _seconds(start_text, 0.0), _seconds(end_text, math.inf)
+    if not colon or not start < end:  # NaN fails too
+        raise UserError(f"--usage-window expects START:END with START < END, each seconds from the trace's start "
+                        f"with an optional unit s, m, h or d, either side empty (e.g. 0:5d, 5d:), got {text!r}")
+    return start, end
+
+
+def parse_usage_series(text: str) -> tuple[float, float]:
+    """`FROM:TO`, a share of the series in file order as fractions with 0 <= FROM < TO <= 1 (e.g. 0:0.5)."""
+    lo_s, colon, hi_s = text.partition(":")
+    try:
+        lo, hi = float(lo_s), float(hi_s)
+    except ValueError:
+        lo = hi = math.nan
+    if not colon or not (0 <= lo < hi <= 1):  # NaN fails too
+        raise UserError(f"--usage-series expects FROM:TO, fractions of the series in file order with "
+                        f"0 <= FROM < TO <= 1 (e.g. 0:0.5, 0.5:1), got {text!r}")
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=4)
+def _load_whole(path: str, fmt: str | None) -> UsageSeries:
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.suffix == ".csv" and _header(f)[:2] == ["Timestamp [ms]",

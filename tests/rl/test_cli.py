@@ -98,3 +98,37 @@ def test_train_trace_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     argv = ["train", "--trace", str(TRACE), "--trace-format", "alibaba-v2018", *extra, "--out", str(tmp_path)]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+USAGE = Path(__file__).parents[1] / "core" / "fixtures" / "usage" / "machine_usage.csv"
+
+
+def test_train_on_a_part_of_real_usage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import drlsched.source
+
+    calls = []
+    real = drlsched.source.load_usage
+
+    def spy(*args: object) -> object:
+        calls.append(args)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(drlsched.source, "load_usage", spy)
+    out = tmp_path / "ppo"
+    assert main(["train", "--scenario", "colocation", "--nodes", "2", "--duration", "60", "--reclaim", "koordinator",
+                 "--steps", "64", "--envs", "1", "--usage-trace", str(USAGE), "--usage-window", "0:3m",
+                 "--usage-series", "0:0.5", "--out", str(out), "--quiet"]) == 0
+    assert calls and all(c == (str(USAGE), None, (0.0, 180.0), (0.0, 0.5)) for c in calls)  # every episode's
+    meta = json.loads((out / "train.json").read_text())["meta"]
+    assert meta["usage"] == {"trace": str(USAGE), "format": None, "window": "0:3m", "series": "0:0.5"}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--usage-trace", str(USAGE), "--usage-series", "0.5"], "--usage-series expects FROM:TO"),
+    (["--usage-series", "0:0.5"], "needs --usage-trace"),
+    (["--usage-trace", str(USAGE), "--fill"], "not with --trace or --fill"),
+])
+def test_train_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                            message: str) -> None:
+    assert main(["train", "--scenario", "colocation", *extra, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err

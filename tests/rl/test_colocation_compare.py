@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,13 @@ def test_the_threshold_is_what_differs_between_entries(tmp_path) -> None:  # typ
     assert json.loads((tmp_path / "results.json").read_text())["meta"]["scenario"] == "colocation"
     assert (tmp_path / "util_vs_sla.png").is_file()
     assert main(["--entries", "k8s-default@bogus", "--out", str(tmp_path)]) == 2
+
+
+def test_entries_compare_on_a_part_of_real_usage(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    usage = Path(__file__).parents[1] / "core" / "fixtures" / "usage" / "machine_usage.csv"
+    argv = ["--entries", "k8s-default@koordinator:cpu=1", "--nodes", "2", "--duration", "120", "--seeds", "1",
+            "--jobs", "1", "--out", str(tmp_path), "--usage-trace", str(usage)]
+    assert main([*argv, "--usage-window", "2m:"]) == 0
+    meta = json.loads((tmp_path / "results.json").read_text())["meta"]
+    assert meta["usage"] == {"trace": str(usage), "format": None, "series": None, "window_s": [120.0, None]}
+    assert main([*argv, "--usage-window", "1d:"]) == 2  # no sample there: one line, before any run

@@ -19,14 +19,17 @@ from drlsched.cli_args import non_negative_int, positive_float, positive_int
 from drlsched.cli_common import (
     add_network_arguments,
     add_reclaim_arguments,
+    add_usage_arguments,
     reclaim_config,
     trace_selection,
+    usage_fields,
     workload_source,
 )
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.policies import BASELINES
 from drlsched.scenarios import SCENARIOS
+from drlsched.source import WorkloadSource
 from drlsched.traces import add_trace_arguments
 
 DEFAULT_RAY_WORKERS = 2
@@ -42,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_trace_arguments(p)
     add_reclaim_arguments(p)
     add_network_arguments(p)
+    add_usage_arguments(p)
     p.add_argument("--span", type=positive_float, metavar="SECONDS",
                    help="with --trace: windows are drawn from [--start, --start + SECONDS) of the trace (default: "
                         "to its end), so the rest stays held out")
@@ -83,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_backend_arguments(p, workers_help=f"PPO on Ray: rollout workers (actors), each owning a slice of the envs "
                                           f"(default {DEFAULT_RAY_WORKERS}); see docs/ray.md")
-    p.set_defaults(func=cmd_train, usage_trace=None, usage_format=None)  # usage traces: simulate/evaluate only
+    p.set_defaults(func=cmd_train)
 
 
 def _fill_config(args: argparse.Namespace, weights: Any) -> tuple[Any, str, int]:
@@ -126,6 +130,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError("--span applies to --trace only")
     if args.shared_workload > 1 and args.envs % args.shared_workload:
         raise UserError(f"--envs {args.envs} must be a multiple of --shared-workload {args.shared_workload}")
+    usage = usage_fields(args)
+    if usage and (args.trace or args.fill):
+        raise UserError("--usage-trace trains on a --scenario's windows, not with --trace or --fill")
     check_backend_arguments(args)
     backend = None
     workers = 1
@@ -165,9 +172,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         trained_nodes = windows.nodes  # the trace's cluster, after --nodes scaling (env_cfg.nodes is None)
     else:
         workload_name = args.scenario or "batch"
+        # With real usage series every episode's workload carries them (a picklable source, for Ray's workers too).
+        source = WorkloadSource(scenario=workload_name, nodes=args.nodes or 10, duration=args.duration,
+                                load=args.load, **usage) if usage else None
         env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
-                            load=args.load, reward=weights, reclaim=reclaim_config(args), nic_gbps=args.nic_gbps,
-                            rack_oversubscription=args.rack_oversubscription)
+                            load=args.load, reward=weights, workload_fn=source, reclaim=reclaim_config(args),
+                            nic_gbps=args.nic_gbps, rack_oversubscription=args.rack_oversubscription)
         trained_nodes = env_cfg.nodes
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0
@@ -188,6 +198,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                             "seed": args.seed, "envs": args.envs, "backend": args.backend}
     if backend is not None:
         meta["workers"] = workers
+    if usage:  # as given, so that the held-out part can be named from it
+        meta["usage"] = {"trace": args.usage_trace, "format": args.usage_format, "window": args.usage_window,
+                         "series": args.usage_series}
     bar = tqdm(total=None if args.minutes and not args.steps else steps, unit="step", disable=args.quiet,
                desc=f"{args.algo} on {workload_name}", file=sys.stderr, dynamic_ncols=True)
     t0 = time.perf_counter()
@@ -242,6 +255,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         where = f"--trace {args.trace} --trace-format {args.trace_format}{same}{held_out}"
     else:
         where = f"--scenario {args.scenario or workload_name}"
+        if usage:
+            where += f" --usage-trace {args.usage_trace} (and the held-out --usage-window/--usage-series)"
     command = "fill" if args.fill else "evaluate"
     print(f"use it with: drlsched {command} {where} --policies k8s-default,{args.algo}:{out / 'policy.pt'} --out DIR")
     return 0

@@ -6,7 +6,8 @@ policy under the permissive threshold that is its hard safety limit. An entry is
 `POLICY@MODEL[:cpu=X][:suppress=Y]` (e.g. `k8s-default@koordinator:cpu=0.9`, `ppo:runs/p/policy.pt@koordinator:cpu=1`);
 its label is the spec itself. Any model `drlsched.reclaim` knows is accepted by name (e.g. `forecast`).
 
-Run as `python -m drlsched.rl.colocation --entries A,B,... --out DIR` (what `scripts/demo` does): writes
+Run as `python -m drlsched.rl.colocation --entries A,B,... --out DIR` (what `scripts/demo` does; `--usage-trace`
+and its part, as in `drlsched evaluate`, replay real LS usage, e.g. the held-out part of a training run's): writes
 DIR/results.json (`meta` names the scenario and the cluster), report.md and the plots of `drlsched evaluate`
 (utilisation-vs-SLA among them) and prints the article-shaped table: P99 JCT, CPU utilisation, SLA violations,
 evictions, cross-node traffic, each mean ± 95% CI, and each entry's paired per-seed ratio to the first entry.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.cli_common import add_usage_arguments, usage_fields
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.metrics import METRIC_KEYS
@@ -87,6 +90,10 @@ def compare(entries: list[Entry], source: WorkloadSource, seeds: list[int], jobs
     ratios = paired_ratios(runs, labels, base, (*METRIC_KEYS, "evictions"))  # evictions: where the baseline has any
     meta = {"scenario": source.scenario, "nodes": source.nodes, "duration": source.duration, "load": source.load,
             "seeds": seeds, "entries": labels, "baseline": base, "wall_s": time.perf_counter() - t0}
+    if source.usage_trace is not None:  # the real usage series and the part of them replayed
+        window = source.usage_window
+        meta["usage"] = {"trace": source.usage_trace, "format": source.usage_format, "series": source.usage_series,
+                         "window_s": window and [w if math.isfinite(w) else None for w in window]}  # JSON: no inf
     results = {"meta": meta, "policies": summary, f"ratio_vs_{base}": ratios,
                "runs": [r["metrics"] for r in runs]}
     return to_jsonable(results), runs  # type: ignore[return-value]
@@ -128,10 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="first seed (default 0: held-out evaluation seeds)")
     ap.add_argument("--jobs", type=positive_int, default=default_jobs())
     ap.add_argument("--out", required=True, metavar="DIR")
+    add_usage_arguments(ap)
     args = ap.parse_args(argv)
     try:
         entries = [parse_entry(s) for s in args.entries.split(",")]
-        source = WorkloadSource(scenario=args.scenario, nodes=args.nodes, duration=args.duration, load=args.load)
+        source = WorkloadSource(scenario=args.scenario, nodes=args.nodes, duration=args.duration, load=args.load,
+                                **usage_fields(args))
         results, runs = compare(entries, source, list(range(args.seed, args.seed + args.seeds)), args.jobs)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
