@@ -33,7 +33,7 @@ from drlsched.reclaim import ReclaimConfig
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 
-# The article's three columns, then evictions and the pending times that explain a JCT change (held BE pods).
+# The article's three columns, then evictions and the pending times (a JCT change that is waiting shows there).
 SPARK_KEYS = ("jct_p99_s", "cpu_util", "cross_node_traffic_gb", "evictions", "pending_p99_s", "be_pending_p99_s")
 HIGHER_IS_BETTER = {"cpu_util"}
 
