@@ -12,9 +12,11 @@ configuration (their hard safety limit) is measured too, so the gain that is onl
 
 Prints JSON: per target {measured, target, met} with the paired per-seed ratio and its 95% CI, the table of
 every entry, and the training cost of each policy (from its train.json). Targets of §3 this branch does not
-measure (ml-gpu, spark-tpcds with reclaim, held-out real usage) are listed with met: null. Usage:
+measure (held-out real usage) are listed with met: null; ml-gpu at load 1 and the spark-tpcds table with reclaim are
+measured by bench/rl_targets_placement.py when --ppo-mlgpu / --ppo-spark are given (met: null without). Usage:
 python bench/rl_targets.py --ppo-ecommerce runs/e/policy.pt --ppo-batch runs/b/policy.pt [--tuned tuned.json]
     [--encoders lstm=runs/b/policy.pt,framestack=runs/bs/policy.pt,none=runs/bn/policy.pt] [--seeds 10]
+    [--ppo-mlgpu runs/g/policy.pt] [--ppo-spark runs/s/policy.pt]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import rl_targets_placement
 from _machine import machine_info
 from drlsched.evaluate import mean_ci
 from drlsched.reclaim import RECLAIM_MODELS
@@ -95,6 +98,7 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=2.0)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=2)
+    rl_targets_placement.add_arguments(ap)
     args = ap.parse_args()
 
     ppo = {p: f"ppo:{path}@{args.ppo_reclaim}" for p, path in (("ecommerce", args.ppo_ecommerce),
@@ -153,8 +157,9 @@ def main() -> None:
                                "target": "the LSTM's worth measured", "met": None}
     targets["training"] = {p: train_cost(path) for p, path in (("ecommerce", args.ppo_ecommerce),
                                                                ("batch", args.ppo_batch))}
-    for name in ("ml_gpu_load1", "spark_tpcds_reclaim_table", "held_out_real_usage"):
-        targets[name] = {"measured": None, "target": "see issue 15 §3", "met": None, "note": "not measured here"}
+    targets.update(rl_targets_placement.targets(args, seeds, args.jobs))
+    targets["held_out_real_usage"] = {"measured": None, "target": "see issue 15 §3", "met": None,
+                                      "note": "not measured here"}
 
     keys = ("cpu_util", "sla_violation_rate", "evictions", "jct_p99_s", "cross_node_traffic_gb")
     report = {"machine": machine_info(), "seeds": seeds, "heuristics": source_note,
