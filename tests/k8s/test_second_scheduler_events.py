@@ -28,13 +28,19 @@ class FakeApi:
         self.pods: dict[str, dict[str, Any]] = {}  # name -> what GET returns
         self.listed_pods: list[dict[str, Any]] = []
         self.listed_events: list[dict[str, Any]] = []
+        self.event_tries: list[str] = []  # the name of every event POST, answered or not
+        self.on_event: Callable[[dict[str, Any]], None] = self.events.append  # a test may make it raise
 
     def __call__(self, api: Any, method: str, path: str, body: Any = None, content_type: str = "") -> bytes:
         if method == "POST" and path.endswith("/binding"):
             self.binds.append(body["target"]["name"])
             return self.on_bind(body["target"]["name"])
         if method == "POST" and path.endswith("/events"):
-            self.events.append(body)
+            name = body["metadata"]["name"]
+            self.event_tries.append(name)
+            if any(e["metadata"]["name"] == name for e in self.events):
+                raise kubernetes.client.ApiException(status=409, reason="AlreadyExists")
+            self.on_event(body)
             return b"{}"
         if method == "GET" and path.startswith("/api/v1/pods?"):
             return json.dumps({"items": self.listed_pods}).encode()
@@ -86,6 +92,12 @@ def _bind_once(s: SecondScheduler, name: str, node: str) -> None:
 
 def _settle(s: SecondScheduler) -> None:
     assert s._pool.drain(time.monotonic() + 60)
+
+
+@pytest.fixture(autouse=True)
+def _quick_event_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(second_scheduler, "_EVENT_RETRY_S", 0.01)
+    monkeypatch.setattr(second_scheduler, "_EVENT_RETRY_MAX_S", 0.02)
 
 
 def test_a_plain_bind_gets_one_event(scheduler: SecondScheduler, fake: FakeApi) -> None:
@@ -164,3 +176,53 @@ def test_a_restart_writes_the_events_a_previous_instance_did_not(scheduler: Seco
     scheduler._reconcile()
     assert fake.scheduled() == ["Successfully assigned default/missed to n1 (recorded after a scheduler restart)"]
     assert scheduler.outcomes.get(outcome="bound") == 1
+
+
+def test_an_event_posted_while_the_apiserver_is_down_is_retried_until_it_lands(
+    scheduler: SecondScheduler, fake: FakeApi,
+) -> None:
+    outages = iter([ConnectionRefusedError("down"), kubernetes.client.ApiException(status=503, reason="Unavailable")])
+
+    def flaky(body: dict[str, Any]) -> None:
+        err = next(outages, None)
+        if err is not None:
+            raise err
+        fake.events.append(body)
+
+    fake.on_event = flaky
+    _bind_once(scheduler, "a", "n1")
+    _settle(scheduler)
+    assert fake.scheduled() == ["Successfully assigned default/a to n1"]
+    assert len(fake.event_tries) == 3 and len(set(fake.event_tries)) == 1  # one name for every try
+
+
+def test_an_event_whose_answer_was_lost_is_not_recorded_twice(scheduler: SecondScheduler, fake: FakeApi) -> None:
+    def lost(body: dict[str, Any]) -> None:
+        fake.events.append(body)  # it landed; the answer never came
+        if len(fake.events) == 1:
+            raise TimeoutError("read timed out")
+
+    fake.on_event = lost
+    _bind_once(scheduler, "a", "n1")
+    _settle(scheduler)
+    assert fake.scheduled() == ["Successfully assigned default/a to n1"]
+    assert len(fake.event_tries) == 2  # the retry met a 409 and took it as done
+
+
+def test_an_event_refused_outright_or_failing_every_try_is_given_up(scheduler: SecondScheduler, fake: FakeApi) -> None:
+    def forbidden(body: dict[str, Any]) -> None:
+        raise kubernetes.client.ApiException(status=403, reason="Forbidden")
+
+    fake.on_event = forbidden
+    _bind_once(scheduler, "a", "n1")
+    _settle(scheduler)
+    assert fake.scheduled() == [] and len(fake.event_tries) == 1
+
+    def down(body: dict[str, Any]) -> None:
+        raise ConnectionRefusedError("down")
+
+    fake.on_event = down
+    _bind_once(scheduler, "b", "n1")
+    _settle(scheduler)
+    assert fake.scheduled() == [] and len(fake.event_tries) == 1 + second_scheduler._EVENT_TRIES
+    assert scheduler.outcomes.get(outcome="bound") == 2  # the binds themselves succeeded
