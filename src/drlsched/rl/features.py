@@ -240,9 +240,9 @@ class ObsBuilder:
         s[16] = r[:, 1].max()
         s[17] = r[:, 2].mean()
         s[18] = r[:, 5].mean()
-        s[19] = math.log1p(float((ctx.reclaim.evictions.sum() if ctx.reclaim is not None else 0.0)
-                                 - self.evict_sum))
-        self.evict_sum = float(ctx.reclaim.evictions.sum()) if ctx.reclaim is not None else 0.0
+        evicted = float(ctx.reclaim.evictions.sum()) if ctx.reclaim is not None else 0.0
+        s[19] = math.log1p(evicted - self.evict_sum)
+        self.evict_sum = evicted
         s[20] = math.log1p(60.0 * self.arrival_ema) / 3.0
         self.snaps.append(s)
 
