@@ -29,6 +29,7 @@ from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig
 from drlsched.rl.ppo import PPOSettings, train_ppo
 from drlsched.rl.reward import PRESETS
+from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 
 VALIDATION_SEED0 = 900
@@ -73,7 +74,7 @@ def main() -> None:
     target, kind = (0.9, "90% CPU utilisation") if best_util >= 0.9 else (
         0.9 * best_util, f"90% of the best heuristic's utilisation ({best}: {best_util:.4f})")
     cfg = EnvConfig(scenario="colocation", nodes=args.nodes, duration_s=args.duration, load=args.load,
-                    reward=PRESETS["batch"], reclaim=parse_entry(f"x@{args.reclaim}").reclaim)
+                    reward=PRESETS["batch"], sim=SimConfig(reclaim=parse_entry(f"x@{args.reclaim}").reclaim))
     out: dict[str, object] = {"bench": "rl_ppo_vs_dqn", "target": target, "target_kind": kind,
                               "cluster": {"nodes": args.nodes, "duration": args.duration, "load": args.load,
                                           "reclaim": args.reclaim}, "minutes": args.minutes, "envs": args.envs}

@@ -198,7 +198,7 @@ def test_the_rl_env_places_be_pods_on_reclaimed_resources():
     from drlsched.rl.env import EnvConfig, SchedulingEnv
 
     env = SchedulingEnv(EnvConfig(scenario="colocation", nodes=2, duration_s=180.0,
-                                  reclaim=ReclaimConfig("koordinator")))
+                                  sim=SimConfig(reclaim=ReclaimConfig("koordinator"))))
     obs, _ = env.reset(seed=0)
     for _ in range(5000):
         obs, _, term, trunc, _ = env.step(int(np.flatnonzero(obs["action_mask"])[0]))

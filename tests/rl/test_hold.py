@@ -18,7 +18,8 @@ KOORD = ReclaimConfig("koordinator", cpu_threshold=1.0)
 
 
 def _colocation_env(reclaim: ReclaimConfig = KOORD) -> SchedulingEnv:
-    return SchedulingEnv(EnvConfig(scenario="colocation", nodes=2, duration_s=240.0, load=2.0, reclaim=reclaim))
+    return SchedulingEnv(EnvConfig(scenario="colocation", nodes=2, duration_s=240.0, load=2.0,
+                                   sim=SimConfig(reclaim=reclaim)))
 
 
 def test_hold_is_offered_for_be_pods_only_and_leaves_them_pending() -> None:
@@ -111,7 +112,7 @@ def test_the_warm_start_leaves_the_hold_alone() -> None:
     net = SchedulerNet(NetConfig())
     before = [p.detach().clone() for p in net.a_hold.parameters()]
     scorer = net.a_out[-1].weight.detach().clone()
-    cfg = EnvConfig(scenario="colocation", nodes=2, duration_s=240.0, load=2.0, reclaim=KOORD)
+    cfg = EnvConfig(scenario="colocation", nodes=2, duration_s=240.0, load=2.0, sim=SimConfig(reclaim=KOORD))
     behaviour_clone(net, cfg, PPOSettings(num_envs=2, bc_steps=200, bc_epochs=2))
     assert all(torch.equal(a, b) for a, b in zip(before, net.a_hold.parameters(), strict=True))
     assert not torch.equal(scorer, net.a_out[-1].weight)  # the placement scorer did learn

@@ -29,6 +29,7 @@ from drlsched.distributed import add_backend_arguments, check_backend_arguments,
 from drlsched.errors import UserError
 from drlsched.policies import BASELINES
 from drlsched.scenarios import SCENARIOS
+from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
 from drlsched.traces import add_trace_arguments
 
@@ -157,6 +158,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     stack = contextlib.ExitStack()
+    sim = SimConfig(reclaim=reclaim_config(args), nic_gbps=args.nic_gbps,
+                    rack_oversubscription=args.rack_oversubscription)
     if args.fill:
         env_cfg, workload_name, trained_nodes = _fill_config(args, weights)
     elif args.trace:
@@ -167,8 +170,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         windows = trace_windows(trace_selection(args), window_s=args.duration, span_s=args.span)  # type: ignore[arg-type]
         workload_name = f"{args.trace_format}:{Path(args.trace).name}"
         env_cfg = EnvConfig(scenario=workload_name, nodes=None, duration_s=args.duration, reward=weights,
-                            workload_fn=windows, reclaim=reclaim_config(args), nic_gbps=args.nic_gbps,
-                            rack_oversubscription=args.rack_oversubscription)
+                            workload_fn=windows, sim=sim)
         trained_nodes = windows.nodes  # the trace's cluster, after --nodes scaling (env_cfg.nodes is None)
     else:
         workload_name = args.scenario or "batch"
@@ -176,8 +178,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         source = WorkloadSource(scenario=workload_name, nodes=args.nodes or 10, duration=args.duration,
                                 load=args.load, **usage) if usage else None
         env_cfg = EnvConfig(scenario=workload_name, nodes=args.nodes or 10, duration_s=args.duration,
-                            load=args.load, reward=weights, workload_fn=source, reclaim=reclaim_config(args),
-                            nic_gbps=args.nic_gbps, rack_oversubscription=args.rack_oversubscription)
+                            load=args.load, reward=weights, workload_fn=source, sim=sim)
         trained_nodes = env_cfg.nodes
     steps = args.steps or (10**9 if args.minutes else 100_000)
     done_before = 0

@@ -17,7 +17,7 @@ evaluation seeds are below TRAIN_SEED_BASE, so training never sees an evaluation
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -26,7 +26,6 @@ from gymnasium import spaces
 
 from drlsched.errors import UserError
 from drlsched.policies.base import Decision, PodContext, Policy
-from drlsched.reclaim import ReclaimConfig
 from drlsched.rl.features import (
     F_HIST,
     F_NODE,
@@ -58,12 +57,11 @@ class EnvConfig:
     history: int = HISTORY
     expert: str | None = None  # a baseline whose choice is put in info["expert_action"] (behaviour cloning)
     workload_seeds: tuple[int, int] = (TRAIN_SEED_BASE, 2**31)  # [low, high) of the drawn workload seeds
-    allow_unschedulable: bool = True
     invalid_penalty: float = 1.0  # reward cost of a masked action (the pod is left pending)
     workload_fn: Callable[[int], Workload] | None = None  # a custom workload for a seed (overrides the scenario)
-    reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)  # BE pods on reclaimed resources (--reclaim)
-    nic_gbps: float = 10.0  # links shared by shuffle reads (--nic-gbps, --rack-oversubscription)
-    rack_oversubscription: float = 1.0
+    # The simulator's settings for every episode (reclaim model, links, ...). The env always counts pods that fit
+    # no empty node instead of stopping, and turns the per-tick series off (it reads the running sums).
+    sim: SimConfig = field(default_factory=SimConfig)
 
     def make_env(self) -> SchedulingEnv:
         """The env this config describes (a subclass's config, such as the fill env's, makes its own)."""
@@ -86,6 +84,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         for k, v in overrides.items():
             setattr(cfg, k, v)
         self.cfg = cfg
+        self.sim_cfg = replace(cfg.sim, allow_unschedulable=True, series=False)
         probe = self._workload(cfg.workload_seeds[0])
         self.n_nodes = len(probe.nodes)
         n, g, t = self.n_nodes, MAX_OPTIONS, cfg.history
@@ -165,9 +164,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
     def _start(self, wseed: int) -> None:
         """A fresh simulation of workload `wseed`, advanced to its first decision (`self.ctx`, None if none)."""
         self.workload_seed = wseed
-        sim_cfg = SimConfig(allow_unschedulable=self.cfg.allow_unschedulable, series=False, reclaim=self.cfg.reclaim,
-                            nic_gbps=self.cfg.nic_gbps, rack_oversubscription=self.cfg.rack_oversubscription)
-        self.sim = Simulator(self._workload(wseed), _Driven(), wseed, sim_cfg)
+        self.sim = Simulator(self._workload(wseed), _Driven(), wseed, self.sim_cfg)
         self.tracker = RewardTracker(self.sim, self.cfg.reward)
         self.builder.reset(self.sim.cluster)
         if self.cfg.expert:
