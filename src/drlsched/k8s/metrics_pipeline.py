@@ -243,8 +243,6 @@ class MetricsApiCollector:
         return out[0], out[1]
 
 
-
-
 PROMETHEUS_QUERIES = {
     "cpu": 'sum by (node) (rate(container_cpu_usage_seconds_total{container!=""}[1m])) * 1000',
     "memory": 'sum by (node) (container_memory_working_set_bytes{container!=""}) / 1048576',
