@@ -1,8 +1,8 @@
 """Fidelity of the simulator's `k8s-default` against a real kube-scheduler: the same pods, one at a time, on the
 same nodes; for each placement, is the real node among the nodes the simulator scores highest?
 
-Used by bench/fidelity_k8s_default.py and the testbed tests. Pods are created one at a time, each bound (or found
-unschedulable) before the next, and never finish, so both sides see the same cluster state at every decision.
+Used by bench/kubernetes/fidelity_k8s_default.py and the testbed tests. Pods are created one at a time, each bound
+(or found unschedulable) before the next, and never finish, so both sides see the same cluster state at every decision.
 """
 
 from __future__ import annotations

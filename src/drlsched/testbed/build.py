@@ -161,6 +161,12 @@ def build_record(components: tuple[Component, ...] = COMPONENTS) -> dict[str, ob
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def build_versions() -> dict[str, object]:
+    """The built components' versions, Go's and the build key: what testbed benchmarks print beside their figures."""
+    record = build_record() or {}
+    return {"versions": record.get("versions"), "go": record.get("go"), "build_key": record.get("key")}
+
+
 def _build_component(component: Component, out: Path) -> float:
     version = pinned_version(component)
     _log(f"building {', '.join(component.binaries)} ({component.dependency} {version}) ...")

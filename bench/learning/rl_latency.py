@@ -3,7 +3,7 @@
 The policy decides every placement of a `batch` simulation at each size (the network runs only on the feasible
 (node, GPU option) pairs; the observation is built for all nodes); each `select` call is timed, warm-up excluded.
 With no --policy a freshly initialised network is used: latency does not depend on the weights.
-Prints JSON. Usage: python bench/rl_latency.py [--policy ppo:DIR/policy.pt] [--sizes 500,5000] [--pods 2000]
+Prints JSON. Usage: python bench/learning/rl_latency.py [--policy ppo:DIR/policy.pt] [--sizes 500,5000] [--pods 2000]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 from drlsched.policies import make_policy
 from drlsched.policies.base import Decision, PodContext
 from drlsched.rl.network import SchedulerNet

@@ -13,8 +13,8 @@ reclaimed resources, CPU shares, evictions), and both throughputs are printed si
 `--dedicated-links` every run is also made with link sharing off (each remote read gets the whole NIC, the model
 before `drlsched.network`), and `shared_links_over_dedicated` is the ratio of the two; with both options,
 `all_on_over_all_off` compares the reclaim model with shared links to no reclaim with dedicated links.
-Usage: python bench/sim_throughput.py [--sweep pods] [--repeats 3] [--sizes 10,100,500] [--reclaim koordinator]
-       [--dedicated-links] [--scenario spark-tpcds]
+Usage: python bench/simulator/sim_throughput.py [--sweep pods] [--repeats 3] [--sizes 10,100,500] [--reclaim
+       koordinator] [--dedicated-links] [--scenario spark-tpcds]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
 TARGET_PODS = 25_000
 

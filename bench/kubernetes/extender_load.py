@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from drlsched.k8s.objects import pod_manifest
+from drlsched.machine import machine_info
 from drlsched.testbed.nodes import node_manifests
-from drlsched.testbed.pods import pod_manifest
-from testbed_common import machine_info
 
 
 def _serve(nodes: int) -> None:

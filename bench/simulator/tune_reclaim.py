@@ -18,7 +18,7 @@ Prints JSON and writes it to --out (docs/simulator.md, "Tuned heuristics", gives
                "batch": {...}},
    "points": [{"policy", "reclaim", "cpu_threshold", "suppress_threshold", "stage",
                "metrics": {key: {"mean", "ci95", "n"}}}], "reference": {...}, "settings": {...}, "machine": {...}}
-Usage: python bench/tune_reclaim.py [--nodes 10] [--duration 1800] [--seeds 3] [--jobs 2] [--out tuned.json]
+Usage: python bench/simulator/tune_reclaim.py [--nodes 10] [--duration 1800] [--seeds 3] [--jobs 2] [--out tuned.json]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from multiprocessing.pool import Pool
 from pathlib import Path
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
 MODELS = ("koordinator", "borg", "peak", "forecast")
 KEYS = ("cpu_util", "sla_violation_rate", "evictions", "be_pending_p99_s", "cpu_util_reclaimed", "ls_slowdown_p99",

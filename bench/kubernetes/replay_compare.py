@@ -9,7 +9,7 @@ table.
 
 The extender runs with deploy/scheduler-config.yaml's settings except `managedResources` (which would send only
 GPU pods to it), so every pod is placed with its help.
-Usage: python bench/replay_compare.py [--workloads spark-tpcds,ml-gpu[,openb]] [--nodes 200] [--seeds 3]
+Usage: python bench/kubernetes/replay_compare.py [--workloads spark-tpcds,ml-gpu[,openb]] [--nodes 200] [--seeds 3]
        [--duration 120] [--speedup 2] [--openb-speedup 10] [--policy k8s-default|ppo:DIR/policy.pt]
        [--modes default,drl-extender,...]
        [--simulate]   (adds rows sim:k8s-default and sim:POLICY: the simulator on the same workloads and seeds)
@@ -29,10 +29,10 @@ from pathlib import Path
 import kubernetes
 import yaml
 
-from _machine import machine_info
 from drlsched.cli import build_parser
 from drlsched.cli_common import sim_config, workload_source
 from drlsched.evaluate import mean_ci
+from drlsched.machine import machine_info
 from drlsched.metrics import METRIC_KEYS
 from drlsched.policies import make_policy
 from drlsched.replay import replay, replayed_workload
@@ -42,7 +42,7 @@ from drlsched.testbed import processes
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, down, start_scheduler, up
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OPENB = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 FIDELITY_KEYS = ("jct_p50_s", "jct_p99_s", "pending_p99_s", "cpu_util", "cpu_alloc", "gpu_alloc",
                  "cross_node_traffic_gb", "gpu_fragmentation", "sla_violation_rate", "makespan_s")

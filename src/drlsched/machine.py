@@ -1,14 +1,17 @@
-"""Machine facts printed with every benchmark, so numbers can be compared honestly."""
+"""Machine facts printed with every benchmark (bench/simulator, bench/kubernetes, bench/learning, bench/traces), so
+numbers measured on a shared machine can be compared honestly."""
 
 from __future__ import annotations
 
 import os
 import platform
+from typing import Any
 
 import numpy as np
 
 
-def machine_info() -> dict[str, object]:
+def machine_info() -> dict[str, Any]:
+    """CPU, cores, memory, load and software versions: what a number measured here depends on."""
     mem_kb = 0
     try:
         with open("/proc/meminfo") as f:
@@ -22,4 +25,6 @@ def machine_info() -> dict[str, object]:
     except (OSError, StopIteration):
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
+            "load_avg_1m": os.getloadavg()[0], "kernel": platform.release(),
             "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
+

@@ -2,7 +2,7 @@
 reference figures of ../shared/reference/traces.md, as one JSON object ("ours" vs "reference").
 
 Percentiles are lower-rank (`sorted[floor((n-1)q)]`), the convention of traces.md. Missing samples are
-skipped. Usage: python bench/traces_real_samples.py [--samples DIR]
+skipped. Usage: python bench/traces/traces_real_samples.py [--samples DIR]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from drlsched.traces import TracePods, add_trace_arguments, load_window
 from drlsched.traces.window import batches
 from drlsched.workload import Workload
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+DEFAULT = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 
 def _load(trace: Path, fmt: str) -> Workload:

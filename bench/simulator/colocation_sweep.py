@@ -7,7 +7,8 @@ the CPU-satisfaction evictions), each on --seeds seeds, one policy. Prints JSON 
 of cpu_util, cpu_util_reclaimed, sla_violation_rate, ls_slowdown_p99, evictions, be_pending_p99_s, jct_p99_s, and
 the gain in utilisation over `none`) and writes a plot (utilisation, SLA violations and evictions against the
 threshold; utilisation against SLA violations) to --plot.
-Usage: python bench/colocation_sweep.py [--nodes 10] [--duration 1800] [--seeds 2] [--plot colocation_sweep.png]
+Usage: python bench/simulator/colocation_sweep.py [--nodes 10] [--duration 1800] [--seeds 2] [--plot
+  colocation_sweep.png]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import statistics
 import time
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
 KEYS = ("cpu_util", "cpu_util_reclaimed", "sla_violation_rate", "ls_slowdown_p99", "evictions", "be_pending_p99_s",
         "jct_p99_s", "pods_unschedulable")

@@ -5,7 +5,7 @@ Utilisation is reported two ways: `cpu_util` (over the busy window, first arriva
 work finished sooner reads higher) and `cpu_util_window` (over the arrival window: the steady state, where the
 request-bound ceiling shows — requests ~96% of CPU × usage 0.75 of requests in `batch`, 0.85 in `spark-tpcds`).
 Prints JSON (per scenario, variant and policy: the mean over seeds of each key) and, with --md, writes the tables.
-Usage: python bench/reclaim_heuristics.py [--seeds 3] [--jobs 2] [--md reclaim_heuristics.md]
+Usage: python bench/simulator/reclaim_heuristics.py [--seeds 3] [--jobs 2] [--md reclaim_heuristics.md]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import statistics
 import time
 from functools import partial
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
 KEYS = ("cpu_util", "cpu_util_window", "cpu_util_reclaimed", "jct_p99_s", "sla_violation_rate", "evictions",
         "be_pending_p99_s", "pods_unschedulable", "makespan_s")

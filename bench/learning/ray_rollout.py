@@ -4,7 +4,7 @@ For each backend: env steps/s of rollouts alone (`collect`, after one warm-up) a
 learner update), medians of `--repeats` runs. Then the per-step costs that docs/ray.md's scaling model takes:
 rollout µs per env step, learner update seconds per batch, trajectory bytes per env step, weight bytes, and the Ray
 overhead per iteration; and the throughput that model predicts for more workers. Prints JSON.
-Usage: python bench/ray_rollout.py [--envs 8] [--steps 128] [--repeats 3] [--nodes 10] [--duration 120]
+Usage: python bench/learning/ray_rollout.py [--envs 8] [--steps 128] [--repeats 3] [--nodes 10] [--duration 120]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 from drlsched.rl.ppo import PPOSettings, train_ppo

@@ -5,7 +5,7 @@ evaluation workload was seen in training. The env window (scenario, nodes, durat
 read from the first learned policy's checkpoint unless given. For each policy: mean ± 95% CI over seeds of the
 episode return under that reward, of its terms, and of the simulator metrics; for each non-baseline policy the
 paired return difference to k8s-default. Prints JSON.
-Usage: python bench/rl_compare.py --policies ppo:DIR/policy.pt[,dqn:...] [--seeds 10] [--nodes N --duration S]
+Usage: python bench/learning/rl_compare.py --policies ppo:DIR/policy.pt[,dqn:...] [--seeds 10] [--nodes N --duration S]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 from drlsched.policies import BASELINES
 from drlsched.rl.checkpoint import load_policy
 from drlsched.rl.env import EnvConfig

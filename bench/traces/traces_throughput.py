@@ -1,11 +1,11 @@
 """Trace loading throughput per format, peak memory of a 1,000,000-pod v2018 trace, and replay throughput.
 
-For each format a synthetic trace of --pods pods (bench/traces_gen.py) is loaded in a fresh subprocess:
+For each format a synthetic trace of --pods pods (bench/traces/traces_gen.py) is loaded in a fresh subprocess:
 `build` = parse + sort into the Parquet store (load_trace), `stream` = iterating every PodSpec (validated),
 `cached` = load_trace + stream again from a --cache hit. Peak RSS is the subprocess's own. The 1M-pod run
 uses the raw v2018 format (batch_task + unsorted batch_instance). Replay runs drlsched.simulator.simulate
 (k8s-default) on a window of each trace when the simulator is present. Prints one JSON object.
-Usage: python bench/traces_throughput.py [--pods 200000] [--big 1000000] [--replay-pods 3000]
+Usage: python bench/traces/traces_throughput.py [--pods 200000] [--big 1000000] [--replay-pods 3000]
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import machine_info
 from traces_gen import GENERATORS
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+from drlsched.machine import machine_info
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 
 def child(trace: str, fmt: str, cache: str) -> None:

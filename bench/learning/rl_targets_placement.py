@@ -6,15 +6,16 @@ ml-gpu and spark-tpcds"): on `ml-gpu` the lowest mean P99 JCT (first-fit), on `s
 traffic, the objective of the `traffic` reward preset (data-local); further heuristics can be listed for the table.
 
 - `ml_gpu_load1`: P99 JCT of PPO / the best heuristic (target <= 1) and the trained objective: with the JCT-only reward
-  (bench/rewards/jct-only.yaml) that is mean JCT (the term's episode sum is proportional to it by Little's law),
-  computed from each run's JCT sample (exact up to evaluate.MAX_JCT_SAMPLES jobs), target <= 0.95.
+  (bench/learning/rewards/jct-only.yaml) that is mean JCT (the term's episode sum is proportional to it by Little's
+  law), computed from each run's JCT sample (exact up to evaluate.MAX_JCT_SAMPLES jobs), target <= 0.95.
 - `spark_tpcds_reclaim_table`: P99 JCT, CPU utilisation and cross-node traffic (and evictions, pending times, mean
   JCT) of k8s-default, the heuristics and PPO, mean ± 95% CI, with paired ratios to k8s-default and to the best
   heuristic. A reporting target (no threshold): met once the table is measured; `ppo_vs_best_verdict` says per
   metric whether PPO's paired ratio CI lies on the better side of 1, the worse side, or covers it.
 
-Imported by bench/rl_targets.py (its --ppo-mlgpu / --ppo-spark options); runnable alone (prints only these targets):
-python bench/rl_targets_placement.py --ppo-mlgpu runs/g/policy.pt --ppo-spark runs/s/policy.pt [--seeds 10]
+Imported by bench/learning/rl_targets.py (its --ppo-mlgpu / --ppo-spark options); runnable alone (prints only these
+targets): python bench/learning/rl_targets_placement.py --ppo-mlgpu runs/g/policy.pt --ppo-spark runs/s/policy.pt
+  [--seeds 10]
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
+from _targets import train_cost
 
-from _machine import machine_info
 from drlsched.evaluate import RunSpec, mean_ci, paired_ratios, run_all
+from drlsched.machine import machine_info
 from drlsched.reclaim import ReclaimConfig
 from drlsched.simulator import SimConfig
 from drlsched.source import WorkloadSource
@@ -101,7 +103,7 @@ def ml_gpu_target(args: argparse.Namespace, seeds: list[int], jobs: int) -> dict
     return {
         "best_heuristic": best,
         "cluster": {"scenario": "ml-gpu", "nodes": args.mlgpu_nodes, "duration": args.mlgpu_duration, "load": 1.0},
-        "objective": "mean JCT (the reward's JCT term; bench/rewards/jct-only.yaml)",
+        "objective": "mean JCT (the reward's JCT term; bench/learning/rewards/jct-only.yaml)",
         "measured": {"jct_p99_ratio": p99, "jct_mean_ratio": obj, "ppo_vs_best": vs_best,
                      "ppo_vs_best_verdict": verdict,
                      "vs_k8s_default": vs_default, "table": table(runs, list(policies), keys),
@@ -137,12 +139,6 @@ def spark_target(args: argparse.Namespace, seeds: list[int], jobs: int) -> dict[
         "met": True,
         "training": train_cost(args.ppo_spark),
     }
-
-
-def train_cost(policy: str) -> dict[str, object]:
-    from rl_targets import train_cost as cost  # its training target (30 min, 2 GiB); imported late: it imports this
-
-    return cost(policy)
 
 
 def targets(args: argparse.Namespace, seeds: list[int], jobs: int) -> dict[str, object]:

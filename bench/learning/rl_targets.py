@@ -2,10 +2,10 @@
 
 Entries run on the same workloads (`drlsched.rl.colocation`: each policy under its own reclaim configuration),
 evaluation seeds 0..n-1 (training draws seeds >= 1000; recipes were chosen on 900..909). The best heuristic per
-preset comes from `--tuned FILE` (bench/tune_reclaim.py's output: {"presets": {"ecommerce": {"policy", "reclaim",
-"cpu_threshold", "suppress_threshold", ...}, "batch": {...}}}); without it, every `--heuristics` policy under every
-reclaim model at its default thresholds, and under the learned policies' own reclaim configuration, is measured
-in this run and the best is picked on these same seeds (the
+preset comes from `--tuned FILE` (bench/simulator/tune_reclaim.py's output: {"presets": {"ecommerce": {"policy",
+"reclaim", "cpu_threshold", "suppress_threshold", ...}, "batch": {...}}}); without it, every `--heuristics` policy
+under every reclaim model at its default thresholds, and under the learned policies' own reclaim configuration, is
+measured in this run and the best is picked on these same seeds (the
 highest mean CPU utilisation whose mean SLA violation rate is within the preset's bound: 2% for ecommerce, 5% for
 batch), which favours the heuristic; the JSON says which. `k8s-default` under the PPO policies' own reclaim
 configuration (their hard safety limit) is measured too, so the gain that is only a permissive threshold shows.
@@ -13,10 +13,10 @@ configuration (their hard safety limit) is measured too, so the gain that is onl
 Prints JSON: per target {measured, target, met} with the paired per-seed ratio and its 95% CI, the table of
 every entry, and the training cost of each policy (from its train.json). Targets of §3 this branch does not
 measure are listed with met: null: ml-gpu at load 1 and the spark-tpcds table with reclaim are measured by
-bench/rl_targets_placement.py when --ppo-mlgpu / --ppo-spark are given; held-out real usage is read from the JSON
-that bench/rl_real_usage.py printed (--real-usage NAME=FILE,..., one per usage trace); --ceiling FILE adds
-bench/coloc_ceiling.py's output (the utilisation ratio any admission policy could reach). Usage:
-python bench/rl_targets.py --ppo-ecommerce runs/e/policy.pt --ppo-batch runs/b/policy.pt [--tuned tuned.json]
+bench/learning/rl_targets_placement.py when --ppo-mlgpu / --ppo-spark are given; held-out real usage is read from the
+JSON that bench/learning/rl_real_usage.py printed (--real-usage NAME=FILE,..., one per usage trace); --ceiling FILE adds
+bench/simulator/coloc_ceiling.py's output (the utilisation ratio any admission policy could reach). Usage:
+python bench/learning/rl_targets.py --ppo-ecommerce runs/e/policy.pt --ppo-batch runs/b/policy.pt [--tuned tuned.json]
     [--encoders lstm=runs/b/policy.pt,framestack=runs/bs/policy.pt,none=runs/bn/policy.pt] [--seeds 10]
     [--ppo-mlgpu runs/g/policy.pt] [--ppo-spark runs/s/policy.pt]
     [--real-usage alibaba=alibaba.json,bitbrains=bitbrains.json] [--ceiling bench/results/coloc_ceiling.json]
@@ -32,28 +32,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import rl_targets_placement
-from _machine import machine_info
-from drlsched.evaluate import mean_ci
+from _targets import SLA_BOUND, UTIL_TARGET, diff, paired, train_cost
+
+from drlsched.machine import machine_info
 from drlsched.reclaim import RECLAIM_MODELS
 from drlsched.rl.colocation import compare, entry_spec, parse_entry
 from drlsched.source import WorkloadSource
-
-SLA_BOUND = {"ecommerce": 0.02, "batch": 0.05}
-UTIL_TARGET = {"ecommerce": 1.15, "batch": 1.25}
-TRAIN_MINUTES, PEAK_MIB = 30.0, 2048.0
-
-
-def paired(runs: list[dict], a: str, b: str, key: str) -> dict[str, float]:
-    """mean ± 95% CI over seeds of a / b (seeds where b is 0 left out)."""
-    va = {r["seed"]: float(r[key]) for r in runs if r["policy"] == a}
-    vb = {r["seed"]: float(r[key]) for r in runs if r["policy"] == b}
-    return mean_ci([va[s] / vb[s] for s in sorted(va) if vb.get(s)])
-
-
-def diff(runs: list[dict], a: str, b: str, key: str) -> dict[str, float]:
-    va = {r["seed"]: float(r[key]) for r in runs if r["policy"] == a}
-    vb = {r["seed"]: float(r[key]) for r in runs if r["policy"] == b}
-    return mean_ci([va[s] - vb[s] for s in sorted(va)])
 
 
 def tuned_entries(path: str) -> dict[str, str]:
@@ -70,17 +54,6 @@ def best_untuned(summary: dict, candidates: list[str], bound: float) -> str:
     return max(ok, key=lambda c: summary[c]["cpu_util"]["mean"])
 
 
-def train_cost(policy: str) -> dict[str, object]:
-    info = Path(policy).parent / "train.json"
-    if not info.is_file():
-        return {"measured": None, "note": f"no {info}"}
-    t = json.loads(info.read_text())
-    minutes, mib = t["wall_s"] / 60, t["peak_rss_mib"]
-    return {"minutes": round(minutes, 2), "peak_rss_mib": mib,
-            "target": f"<= {TRAIN_MINUTES:g} min, <= {PEAK_MIB:g} MiB",
-            "met": minutes <= TRAIN_MINUTES and mib <= PEAK_MIB, "steps": t["steps"]}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ppo-ecommerce", required=True, metavar="PATH",
@@ -89,7 +62,7 @@ def main() -> None:
     ap.add_argument("--ppo-reclaim", default="koordinator:cpu=1",
                     help="the learned policies' reclaim configuration, MODEL[:cpu=X][:suppress=Y] (their hard "
                          "safety limit; default koordinator:cpu=1)")
-    ap.add_argument("--tuned", metavar="FILE", help="bench/tune_reclaim.py --out FILE: the tuned heuristics")
+    ap.add_argument("--tuned", metavar="FILE", help="bench/simulator/tune_reclaim.py --out FILE: the tuned heuristics")
     ap.add_argument("--heuristics", default="k8s-default,most-allocated,first-fit,tetris",
                     help="without --tuned: the heuristics measured under every reclaim model")
     ap.add_argument("--models", default=",".join(RECLAIM_MODELS),
@@ -103,8 +76,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     rl_targets_placement.add_arguments(ap)
     ap.add_argument("--real-usage", metavar="NAME=FILE,...",
-                    help="bench/rl_real_usage.py's printed JSON, one file per usage trace")
-    ap.add_argument("--ceiling", metavar="FILE", help="bench/coloc_ceiling.py's printed JSON")
+                    help="bench/learning/rl_real_usage.py's printed JSON, one file per usage trace")
+    ap.add_argument("--ceiling", metavar="FILE", help="bench/simulator/coloc_ceiling.py's printed JSON")
     args = ap.parse_args()
 
     ppo = {p: f"ppo:{path}@{args.ppo_reclaim}" for p, path in (("ecommerce", args.ppo_ecommerce),

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.k8s.objects import pod_manifest
+from drlsched.machine import machine_info
 from drlsched.testbed.build import build
+from drlsched.testbed.build import build_versions as versions
 from drlsched.testbed.controlplane import Options, Testbed, down, start_scheduler, up
 from drlsched.testbed.pods import create_pods, list_pods
-from testbed_common import machine_info, versions
 
 NAMESPACE = "default"
 

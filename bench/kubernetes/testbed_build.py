@@ -13,8 +13,9 @@ import json
 import os
 import tempfile
 
+from drlsched.machine import machine_info
 from drlsched.testbed.build import METRICS_SERVER, build, build_extra, build_record
-from testbed_common import machine_info, versions
+from drlsched.testbed.build import build_versions as versions
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Each (policy, seed) fill runs in a fresh single-threaded subprocess: the openb d
 seeded random order until 130% of the cluster's GPUs are requested (docs/fill.md). Placements/s = pods placed /
 wall time of the placement loop (loading the trace is excluded). Prints JSON: per policy the median over seeds,
 and fgd's slowdown against k8s-default (the issue's target: at most 3x).
-Usage: python bench/fgd_throughput.py [--trace ../shared/traces/alibaba-gpu-v2023] [--seeds 3]
+Usage: python bench/simulator/fgd_throughput.py [--trace ../shared/traces/alibaba-gpu-v2023] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
+DEFAULT_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba-gpu-v2023"
 POLICIES = ("k8s-default", "fgd")
 
 

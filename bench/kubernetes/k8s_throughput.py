@@ -33,15 +33,16 @@ from typing import Any
 import yaml
 
 from drlsched.k8s.objects import pod_manifest
+from drlsched.machine import machine_info
 from drlsched.testbed import processes
 from drlsched.testbed.build import build
+from drlsched.testbed.build import build_versions as versions
 from drlsched.testbed.controlplane import Options, Testbed, down, start_scheduler, up
 from drlsched.testbed.pods import create_pods, list_pods
-from testbed_common import machine_info, versions
 
 NAMESPACE = "default"
 ARMS = ("kube-scheduler", "kube-scheduler+extender", "drlsched-second-scheduler")
-DEPLOY_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "scheduler-config.yaml"
+DEPLOY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "scheduler-config.yaml"
 DRL_SCHEDULER = "drl-scheduler"
 
 

@@ -26,9 +26,9 @@ import numpy as np
 from drlsched.k8s.extender import Extender, ExtenderServer
 from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.state import ClusterState
+from drlsched.machine import machine_info
 from drlsched.policies import make_policy
 from drlsched.testbed.nodes import node_manifests
-from testbed_common import machine_info
 
 
 def _state(nodes: list[dict[str, Any]], load: float) -> ClusterState:

@@ -15,7 +15,7 @@ default target 4× (docs/simulator.md), so the highest with no SLA violation.
 
 Prints JSON: per limit, the heuristics' utilisation at both loads (mean ± 95% CI), the paired ratios and whether
 the targets are reachable at all. Evaluation seeds 0..n-1 by default (nothing is chosen here).
-Usage: python bench/coloc_ceiling.py [--nodes 5] [--duration 600] [--load 2] [--saturate-load 8] [--seeds 10]
+Usage: python bench/simulator/coloc_ceiling.py [--nodes 5] [--duration 600] [--load 2] [--saturate-load 8] [--seeds 10]
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from _machine import machine_info
 from drlsched.evaluate import mean_ci
+from drlsched.machine import machine_info
 from drlsched.rl.colocation import compare, parse_entry
 from drlsched.source import WorkloadSource
 

@@ -5,14 +5,14 @@ policy was trained on one part of the series (e.g. `drlsched train ... --usage-w
 run on the held-out part (e.g. `5d:`) and, to show the generalisation gap, on the training part, evaluation seeds
 0..n-1 (training draws seeds >= 1000). Entries: k8s-default without reclaim and under Koordinator's defaults, the
 heuristics and the policy under the policy's own limit (`koordinator:cpu=1`). The best heuristic is picked on the
-held-out part as in bench/rl_targets.py without a tuned file (the highest mean CPU utilisation whose mean SLA
+held-out part as in bench/learning/rl_targets.py without a tuned file (the highest mean CPU utilisation whose mean SLA
 violation rate is within the batch preset's 5%, on these same seeds: this favours the heuristic); the target is
 the batch preset's (utilisation >= 1.25x the best heuristic's, SLA violations <= 5%), held out.
 
 Prints JSON: {"held_out_real_usage": {"measured", "target", "met"}, the tables of both parts, the training cost}.
 With --out DIR each part's results.json and report.md are written there and reused on a later call with the same
 entries, seeds and parts (so the JSON can be printed again without rerunning). Usage:
-python bench/rl_real_usage.py --policy runs/p/policy.pt --usage-trace machine_usage.csv --train-window 0:5d
+python bench/learning/rl_real_usage.py --policy runs/p/policy.pt --usage-trace machine_usage.csv --train-window 0:5d
     --held-out-window 5d: [--train-series A:B --held-out-series C:D] [--seeds 10] [--jobs 1] [--out DIR]
 """
 
@@ -26,12 +26,13 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from _machine import machine_info
+from _targets import SLA_BOUND, UTIL_TARGET, diff, paired, train_cost
+
 from drlsched.errors import UserError
+from drlsched.machine import machine_info
 from drlsched.rl.colocation import compare, parse_entry, table
 from drlsched.source import WorkloadSource
 from drlsched.usage_trace import load_usage, parse_usage_series, parse_usage_window
-from rl_targets import SLA_BOUND, UTIL_TARGET, diff, paired, train_cost
 
 HEURISTICS = ("k8s-default@none", "k8s-default@koordinator", "k8s-default@koordinator:cpu=1",
               "first-fit@koordinator:cpu=1")

@@ -13,9 +13,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from drlsched.machine import machine_info
 from drlsched.testbed.build import build
+from drlsched.testbed.build import build_versions as versions
 from drlsched.testbed.controlplane import Options, down, up
-from testbed_common import machine_info, versions
 
 
 def main() -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 import kubernetes
 import numpy as np
 
-from _machine import machine_info
 from drlsched.fidelity import compare
+from drlsched.machine import machine_info
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, down, up
 

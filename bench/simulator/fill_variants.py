@@ -3,7 +3,7 @@ table per quantity across variants. Prints JSON (per variant and policy, the poi
 writes OUT/variants.md.
 
 Each variant is a directory holding one pod list and the node list (upstream's csv/ folder split by variant).
-Usage: python bench/fill_variants.py --root DIR --policies k8s-default,fgd --seeds 5 --out OUT [--nodes N]
+Usage: python bench/simulator/fill_variants.py --root DIR --policies k8s-default,fgd --seeds 5 --out OUT [--nodes N]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 
 LEVELS = (0.8, 0.9, 1.0, 1.1, 1.3)
 

@@ -2,11 +2,11 @@
 
 Trains once for --minutes, saving a snapshot every --every seconds (training is not paused or changed by this);
 afterwards each snapshot and k8s-default play the same validation workload seeds (900..900+n-1: below the training
-range, disjoint from the evaluation seeds 0..n-1 of bench/rl_compare.py). "Beats" = mean paired return difference
-> 0 with its 95% CI above 0. Prints JSON: per snapshot, wall time, steps and the paired difference; the first
+range, disjoint from the evaluation seeds 0..n-1 of bench/learning/rl_compare.py). "Beats" = mean paired return
+difference > 0 with its 95% CI above 0. Prints JSON: per snapshot, wall time, steps and the paired difference; the first
 snapshot that beats, or null. Usage:
-python bench/rl_time_to_beat.py --scenario ecommerce --nodes 10 --duration 900 --load 2 --reward-preset ecommerce
-    [--minutes 10] [--every 60] [--seeds 10] [--bc-steps 4000] [--shared-workload 4] [--algo ppo|dqn]
+python bench/learning/rl_time_to_beat.py --scenario ecommerce --nodes 10 --duration 900 --load 2 --reward-preset
+    ecommerce [--minutes 10] [--every 60] [--seeds 10] [--bc-steps 4000] [--shared-workload 4] [--algo ppo|dqn]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 from drlsched.rl.checkpoint import save_policy
 from drlsched.rl.dqn import DQNSettings, train_dqn
 from drlsched.rl.env import EnvConfig

@@ -7,7 +7,7 @@ on validation seeds 900.. (never the evaluation seeds). Each algorithm then trai
 (no warm start: a warm start would measure the expert) with the `batch` preset, and the first training report whose
 finished episodes' mean utilisation reaches the target gives the steps and wall time (null if never). Training
 episodes draw seeds >= 1000. Prints JSON with both curves. Usage:
-python bench/rl_ppo_vs_dqn.py [--minutes 3] [--nodes 5 --duration 300 --load 2] [--reclaim koordinator:cpu=1]
+python bench/learning/rl_ppo_vs_dqn.py [--minutes 3] [--nodes 5 --duration 300 --load 2] [--reclaim koordinator:cpu=1]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
-from _machine import machine_info
+from drlsched.machine import machine_info
 from drlsched.rl.colocation import compare, parse_entry
 from drlsched.rl.dqn import DQNSettings, train_dqn
 from drlsched.rl.env import EnvConfig
