@@ -7,9 +7,10 @@ workers, so that one seed gives the same weights on either backend and for any w
   any split;
 - each env samples actions from its own generator, seeded from (seed, global env index), by Gumbel-max;
 - every row of a forward pass gets the same numbers whatever batch it is in: CPU matmul kernels (MKL/oneDNN) work
-  on rows in blocks of 4 and compute leftover rows by another path that rounds differently (measured: a row's
-  logits differ in the last bits between batches of 3 and 4, never between batches that are multiples of 4), so
-  rollout batches are padded to a multiple of `ROW_BLOCK`.
+  on rows in blocks and compute leftover rows by another path that rounds differently (measured: with AVX2 a
+  row's logits differ in the last bits between batches of 3 and 4, never between multiples of 4; with AVX-512
+  between batches of 4 and 8, never between multiples of 8), so rollout batches are padded to a multiple of
+  `ROW_BLOCK`, a multiple of both.
 The learner (reward scaling, GAE, update) gets the concatenated trajectories in env order: see `drlsched.rl.ppo`.
 """
 
@@ -25,7 +26,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 
-ROW_BLOCK = 4
+ROW_BLOCK = 8
 EPISODE_METRICS = ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_traffic_gb")
 
 
