@@ -8,14 +8,14 @@ the algorithm is the same), metrics-server at 10 s, Karpenter with a NodePool of
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import numpy as np
 import pytest
+from polling import until
 
 from drlsched.autoscale.hpa import HorizontalPodAutoscaler, HPAConfig
 from drlsched.autoscale.load import LoadCurve
@@ -25,8 +25,6 @@ from drlsched.k8s.service_load import ServiceLoad
 from drlsched.testbed import controlplane
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, down, up
-
-_TIMEOUT_S = 120.0  # generous for a loaded 2-core machine; the steps take seconds when it is idle
 
 
 @pytest.fixture(scope="module")
@@ -52,19 +50,6 @@ def _namespace(api: kubernetes.client.ApiClient) -> str:
     name = f"as-{uuid.uuid4().hex[:6]}"
     kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
     return name
-
-
-def _until(check: Callable[[], Any], what: str, step: Callable[[], object] | None = None) -> Any:
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        if step is not None:
-            step()
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {_TIMEOUT_S:.0f} s waiting for {what}")
-        time.sleep(1.0)
 
 
 def test_real_hpa_scales_a_deployment_as_the_emulation_does(api: kubernetes.client.ApiClient) -> None:
@@ -96,12 +81,12 @@ def test_real_hpa_scales_a_deployment_as_the_emulation_does(api: kubernetes.clie
         current = status().current_metrics
         return current[0].resource.current.average_utilization if current and current[0].resource else None
 
-    assert _until(lambda: utilization() == 10, "the HPA to read 10% (100m of 1 CPU per pod)",
+    assert until(lambda: utilization() == 10, "the HPA to read 10% (100m of 1 CPU per pod)",
                   lambda: load.step(clock["t"])) == 1
     assert apps.read_namespaced_deployment("web", ns).spec.replicas == 2  # below target: min replicas hold
     clock["t"] = 60.0  # the burst: 1800m over 2 ready pods, 90%
-    _until(lambda: utilization() == 90, "the HPA to read 90%", lambda: load.step(clock["t"]))
-    replicas = _until(lambda: (r := apps.read_namespaced_deployment("web", ns).spec.replicas) > 2 and r,
+    until(lambda: utilization() == 90, "the HPA to read 90%", lambda: load.step(clock["t"]))
+    replicas = until(lambda: (r := apps.read_namespaced_deployment("web", ns).spec.replicas) > 2 and r,
                       "the HPA to scale the Deployment up", lambda: load.step(clock["t"]))
 
     emulation = HorizontalPodAutoscaler(HPAConfig(max_replicas=10, min_replicas=2, target_utilization=50))
@@ -122,7 +107,7 @@ def test_karpenter_provisions_a_node_for_an_unschedulable_pod_and_removes_it_emp
         pod = core.read_namespaced_pod("big", ns)
         return pod.spec.node_name if pod.status.phase == "Running" else None
 
-    node_name = _until(bound, "the big pod to run on a node Karpenter launched")
+    node_name = until(bound, "the big pod to run on a node Karpenter launched")
     node = core.read_node(node_name)
     assert node.metadata.labels["karpenter.sh/nodepool"] == "pool-cpu"
     assert node.metadata.labels["node.kubernetes.io/instance-type"] == "c96-m512"
@@ -133,4 +118,4 @@ def test_karpenter_provisions_a_node_for_an_unschedulable_pod_and_removes_it_emp
     def gone() -> bool:
         return all(n.metadata.name != node_name for n in core.list_node().items)
 
-    _until(gone, "Karpenter to remove the empty node")
+    until(gone, "Karpenter to remove the empty node")

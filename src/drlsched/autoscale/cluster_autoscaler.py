@@ -87,6 +87,8 @@ class ClusterAutoscaler:
     unneeded_since: dict[str, float] = field(default_factory=dict)
     created: int = 0
     rng: np.random.Generator = field(init=False)
+    # The last scan's cluster (nodes, readiness, pods) and its unneeded nodes: most scans see the same cluster.
+    _memo: tuple[tuple[object, ...], list[str]] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.config.validate()
@@ -153,7 +155,10 @@ class ClusterAutoscaler:
 
     def _scale_down(self, now_s: float, nodes: Sequence[NodeView], scaled_up: bool) -> list[Action]:
         cfg = self.config
-        unneeded = self._unneeded(nodes)
+        state = tuple((n.name, n.ready, n.group, n.cpu_m, n.mem_mib, tuple(p.name for p in n.pods)) for n in nodes)
+        if self._memo is None or self._memo[0] != state:
+            self._memo = (state, self._unneeded(nodes))
+        unneeded = self._memo[1]
         self.unneeded_since = {n: self.unneeded_since.get(n, now_s) for n in unneeded}
         delete_delay = cfg.scan_interval_s if cfg.scale_down_delay_after_delete_s is None \
             else cfg.scale_down_delay_after_delete_s

@@ -278,31 +278,28 @@ def change_in_period(now_s: float, period_s: int, events: Sequence[_Event]) -> i
 
 def scale_up_limit(now_s: float, current: int, up: Sequence[_Event], down: Sequence[_Event], rules: Rules) -> int:
     """upstream's `calculateScaleUpLimitWithScalingRules`: the most replicas the policies allow now."""
-    if rules.select == DISABLED:
-        return current
-    pick = min if rules.select == MIN else max
-    result = _INT32_MAX if rules.select == MIN else _INT32_MIN
-    for policy in rules.policies:
-        start = current - change_in_period(now_s, policy.period_s, up) + change_in_period(now_s, policy.period_s, down)
-        if policy.kind == PODS:
-            proposed = start + policy.value
-        else:
-            # Rounded up: a percentage of a small count must still allow one more replica.
-            proposed = math.ceil(start * (1 + policy.value / 100))
-        result = pick(result, proposed)
-    return result
+    return _policy_limit(now_s, current, up, down, rules, growing=True)
 
 
 def scale_down_limit(now_s: float, current: int, up: Sequence[_Event], down: Sequence[_Event], rules: Rules) -> int:
     """upstream's `calculateScaleDownLimitWithBehaviors`: the fewest replicas the policies allow now."""
+    return _policy_limit(now_s, current, up, down, rules, growing=False)
+
+
+def _policy_limit(now_s: float, current: int, up: Sequence[_Event], down: Sequence[_Event], rules: Rules,
+                  growing: bool) -> int:
     if rules.select == DISABLED:
         return current
-    pick = max if rules.select == MIN else min
-    result = _INT32_MIN if rules.select == MIN else _INT32_MAX
+    # selectPolicy Max takes the policy that allows the largest change: the highest limit up, the lowest down.
+    pick = max if (rules.select != MIN) == growing else min
+    result = _INT32_MIN if pick is max else _INT32_MAX
     for policy in rules.policies:
         start = current - change_in_period(now_s, policy.period_s, up) + change_in_period(now_s, policy.period_s, down)
         if policy.kind == PODS:
-            proposed = start - policy.value
+            proposed = start + policy.value if growing else start - policy.value
+        elif growing:
+            # Rounded up: a percentage of a small count must still allow one more replica.
+            proposed = math.ceil(start * (1 + policy.value / 100))
         else:
             proposed = int(start * (1 - policy.value / 100))  # truncated, as Go's int32() conversion
         result = pick(result, proposed)

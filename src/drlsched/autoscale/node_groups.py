@@ -9,6 +9,7 @@ caller creates them under those names after its provisioning delay.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -101,9 +102,12 @@ class NodeView:
     created_s: float = 0.0
     template: str = ""  # the template it was provisioned from ("" for nodes the autoscaler did not create)
 
-    @property
+    @functools.cached_property
     def requested(self) -> tuple[int, int, int]:
-        return (sum(p.cpu_m for p in self.pods), sum(p.mem_mib for p in self.pods), sum(p.gpus for p in self.pods))
+        cpu = mem = gpus = 0
+        for p in self.pods:
+            cpu, mem, gpus = cpu + p.cpu_m, mem + p.mem_mib, gpus + p.gpus
+        return cpu, mem, gpus
 
     def utilization(self) -> float:
         """Cluster Autoscaler's: max(CPU, memory) requests / allocatable; GPU requests / GPUs on a GPU node."""
