@@ -16,6 +16,7 @@ from drlsched.autoscale.load import LoadCurve, detect_bursts, read_load, read_lo
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.errors import UserError
 from drlsched.forecast import HoltWinters
+from drlsched.k8s.service_load import replica_usage_m
 
 
 def write(tmp_path: Path, text: str, name: str = "load.csv") -> Path:
@@ -147,3 +148,11 @@ def test_predictive_takes_the_max_of_reactive_and_forecast() -> None:
     assert PredictiveScaler(cfg).desired(reactive=3) == 3  # no history: reactive alone
     with pytest.raises(UserError):
         PredictiveScaler(PredictiveConfig(request_m=1000, cpu_per_rps_m=1.0, max_replicas=2, min_replicas=3))
+
+
+def test_a_replicas_share_of_the_load() -> None:
+    """ServiceLoad's per-replica usage: rate × cost / ready replicas, rounded up, at least kwok's 1m."""
+    assert replica_usage_m(18.0, 100.0, 2) == 900
+    assert replica_usage_m(18.0, 100.0, 4) == 450
+    assert replica_usage_m(1.0, 100.0, 3) == 34
+    assert replica_usage_m(0.0, 100.0, 2) == 1 and replica_usage_m(5.0, 100.0, 0) == 1
