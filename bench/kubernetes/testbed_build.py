@@ -2,8 +2,9 @@
 
 The time reported is the one recorded by the build that filled the cache, which was cold only if the Go
 build cache (~/.cache/go-build) was empty then; `--cold` rebuilds everything now against an empty, temporary
-Go build cache (the module download cache is kept) and reports that time instead. `--metrics-server` does the
-same for the optional metrics-server (its own cache key) instead of the core binaries.
+Go build cache (the module download cache is kept) and reports that time instead. `--extra NAME` does the same for
+one of the optional extras (metrics-server, kube-controller-manager, karpenter; each its own cache key) instead of
+the core binaries; `--metrics-server` is `--extra metrics-server`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import tempfile
 
 from drlsched.machine import machine_info
-from drlsched.testbed.build import METRICS_SERVER, build, build_extra, build_record
+from drlsched.testbed.build import EXTRAS, build, build_extra, build_record
 from drlsched.testbed.build import build_versions as versions
 
 
@@ -22,15 +23,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cold", action="store_true", help="rebuild everything with an empty Go build cache")
     parser.add_argument("--metrics-server", action="store_true", help="the optional metrics-server instead")
+    parser.add_argument("--extra", choices=sorted(EXTRAS), help="one of the optional extras instead")
     args = parser.parse_args()
-    run = build_extra if args.metrics_server else build
+    extra = "metrics-server" if args.metrics_server else args.extra
+
+    def run(force: bool = False) -> object:
+        return build_extra(extra, force=force) if extra else build(force=force)
+
     if args.cold:
         with tempfile.TemporaryDirectory(prefix="drlsched-gocache-") as gocache:
             os.environ["GOCACHE"] = gocache
             run(force=True)
     else:
         run()
-    record = (build_record((METRICS_SERVER,)) if args.metrics_server else build_record()) or {}
+    record = (build_record((EXTRAS[extra],)) if extra else build_record()) or {}
     sizes = record.get("binary_bytes", {})
     print(
         json.dumps(

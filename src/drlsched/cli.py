@@ -16,6 +16,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from drlsched import cli_fill, cli_replay, cli_sim
+    from drlsched.autoscale import cli as autoscale_cli
     from drlsched.k8s import cli as k8s_cli
     from drlsched.rl import cli as rl_cli
     from drlsched.testbed import cli as testbed_cli
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="drlsched", description="Learned pod placement for Kubernetes, and its simulator.")
     parser.add_argument("--version", action="version", version=f"drlsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cli_sim, cli_fill, traces_cli, testbed_cli, rl_cli, k8s_cli, cli_replay):
+    for module in (cli_sim, cli_fill, traces_cli, testbed_cli, rl_cli, k8s_cli, cli_replay, autoscale_cli):
         module.register(sub)
     return parser
 

@@ -173,13 +173,13 @@ def _seconds(text: str, empty: float) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)] if m else math.nan
 
 
-def parse_usage_window(text: str) -> tuple[float, float]:
+def parse_usage_window(text: str, option: str = "--usage-window") -> tuple[float, float]:
     """`START:END` in seconds from the trace's start, each with an optional unit s, m, h or d; an empty
     side means the trace's start or end (`:5d`, `5d:`)."""
     start_text, colon, end_text = text.partition(":")
     start, end = _seconds(start_text, 0.0), _seconds(end_text, math.inf)
     if not colon or not start < end:  # NaN fails too
-        raise UserError(f"--usage-window expects START:END with START < END, each seconds from the trace's start "
+        raise UserError(f"{option} expects START:END with START < END, each seconds from the trace's start "
                         f"with an optional unit s, m, h or d, either side empty (e.g. 0:5d, 5d:), got {text!r}")
     return start, end
 

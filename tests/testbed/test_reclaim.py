@@ -9,13 +9,13 @@ uses 8 cores / 40 GiB: ordinary pods no longer fit anywhere, BE pods fit only on
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import kubernetes
 import pytest
+from polling import until
 
 from drlsched.k8s import quantity
 from drlsched.k8s.objects import BATCH_CPU_RESOURCE, BATCH_MEMORY_RESOURCE, batch_allocatable, pod_manifest
@@ -63,16 +63,7 @@ def _controller(colo: controlplane.Testbed, stale_after_s: float = 120.0) -> Rec
 
 
 def _until(check: Callable[[], Any], what: str, step: Callable[[], object] | None = None) -> Any:
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        if step is not None:
-            step()
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {_TIMEOUT_S:.0f} s waiting for {what}")
-        time.sleep(2.0)
+    return until(check, what, step, _TIMEOUT_S, period_s=2.0)
 
 
 def _namespace(core: kubernetes.client.CoreV1Api) -> str:

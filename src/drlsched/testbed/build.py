@@ -4,14 +4,19 @@ The cache lives outside the clone (`~/.cache/drlsched/testbed/<key>/bin`); the k
 version and a hash of the wrapper modules' go.mod/go.sum, so a version bump builds into a fresh directory
 and an unchanged pin reuses the binaries. Nothing built ever lands in the repository.
 
-metrics-server is an optional extra with a key of its own (`build(extra=True)`, `testbed build
---metrics-server`, or on demand by `testbed up --metrics-server`): adding it leaves the core binaries' key, and
-so their cache, as it was.
+The optional extras (`EXTRAS`: metrics-server, kube-controller-manager, Karpenter with its KWOK provider) each have
+a key of their own (`build_extra(name)`, `testbed build --metrics-server --controller-manager --karpenter`, or on
+demand by `testbed up`): adding one leaves the core binaries' key, and so their cache, as it was, and a missing
+extra never blocks a testbed that does not ask for it.
+
+A module whose `go` line is newer than the local toolchain (Karpenter v1.15.0 asks for Go 1.26.9) is built with
+that toolchain, which the go command fetches from the module proxy (`golang.org/toolchain`); its key names it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -39,6 +44,8 @@ class Component:
     dependency: str  # the pinned upstream module whose version names the build
     packages: tuple[str, ...]
     binaries: tuple[str, ...]
+    # Files of the dependency's module (globs inside its directory) copied into the build's `assets/`, e.g. CRDs.
+    assets: tuple[str, ...] = ()
 
 
 COMPONENTS = (
@@ -57,6 +64,23 @@ METRICS_SERVER = Component(
     ("sigs.k8s.io/metrics-server/cmd/metrics-server",),
     ("metrics-server",),
 )
+# Same k8s.io/kubernetes pin as testbed/k8s (tests/testbed/test_build_pins.py checks), a module of its own so that
+# its extra dependencies leave the core key alone.
+CONTROLLER_MANAGER = Component(
+    "kube-controller-manager",
+    "k8s.io/kubernetes",
+    ("k8s.io/kubernetes/cmd/kube-controller-manager",),
+    ("kube-controller-manager",),
+)
+# The `kwok` main package: Karpenter's core controllers with the KWOK cloud provider, which creates Node objects.
+KARPENTER = Component(
+    "karpenter",
+    "sigs.k8s.io/karpenter",
+    ("sigs.k8s.io/karpenter/kwok",),
+    ("karpenter",),
+    assets=("kwok/charts/crds/*.yaml", "kwok/apis/crds/*.yaml"),
+)
+EXTRAS = {c.module: c for c in (METRICS_SERVER, CONTROLLER_MANAGER, KARPENTER)}
 
 
 def cache_root() -> Path:
@@ -81,13 +105,28 @@ def go_version() -> str:
     return out.strip()
 
 
+def _go_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def toolchain(component: Component) -> str:
+    """The Go toolchain that builds `component`: the local one, or the module's `go` line where that is newer."""
+    local = go_version()
+    match = re.search(r"^go\s+(\S+)", _read(MODULES_DIR / component.module / "go.mod"), re.MULTILINE)
+    wanted = match.group(1) if match else ""
+    return f"go{wanted}" if wanted and _go_tuple(wanted) > _go_tuple(local) else local
+
+
 def build_key(components: tuple[Component, ...] = COMPONENTS) -> str:
     digest = hashlib.sha256()
     for component in components:
         for name in ("go.mod", "go.sum"):
             digest.update(_read(MODULES_DIR / component.module / name).encode())
+        if component.assets:  # what the build copies is part of what it made
+            digest.update("\n".join(component.assets).encode())
     versions = "-".join(f"{c.module}{pinned_version(c)}" for c in components)
-    return f"{versions}-{go_version()}-{digest.hexdigest()[:8]}"
+    go = max((toolchain(c) for c in components), key=_go_tuple)
+    return f"{versions}-{go}-{digest.hexdigest()[:8]}"
 
 
 def bin_dir() -> Path:
@@ -106,12 +145,23 @@ def find_binaries() -> dict[str, Path]:
     return paths
 
 
-def metrics_server_binary() -> Path:
-    """The metrics-server binary, built first if the cache lacks it (DRLSCHED_TESTBED_BIN may hold one too)."""
+def extra_binary(name: str) -> Path:
+    """An extra's binary (`EXTRAS`), built first if the cache lacks it (DRLSCHED_TESTBED_BIN may hold one too)."""
+    component = EXTRAS[name]
+    binary = component.binaries[0]
     override = os.environ.get("DRLSCHED_TESTBED_BIN")
-    if override and os.access(Path(override) / "metrics-server", os.X_OK):
-        return Path(override) / "metrics-server"
-    return build_extra() / "metrics-server"
+    if override and os.access(Path(override) / binary, os.X_OK):
+        return Path(override) / binary
+    return build_extra(name) / binary
+
+
+def metrics_server_binary() -> Path:
+    return extra_binary("metrics-server")
+
+
+def extra_assets(name: str) -> list[Path]:
+    """The files an extra's build copied from its module (Karpenter's CRDs), built first if the cache lacks them."""
+    return sorted((build_extra(name).parent / "assets").glob("*"))
 
 
 def build(force: bool = False) -> Path:
@@ -119,9 +169,11 @@ def build(force: bool = False) -> Path:
     return _build_bundle(COMPONENTS, force)
 
 
-def build_extra(force: bool = False) -> Path:
-    """Builds metrics-server unless the cache already holds it; returns its bin directory."""
-    return _build_bundle((METRICS_SERVER,), force)
+def build_extra(name: str = "metrics-server", force: bool = False) -> Path:
+    """Builds one of the `EXTRAS` unless the cache already holds it; returns its bin directory."""
+    if name not in EXTRAS:
+        raise UserError(f"unknown testbed extra {name!r}; choose one of {', '.join(EXTRAS)}")
+    return _build_bundle((EXTRAS[name],), force)
 
 
 def _build_bundle(components: tuple[Component, ...], force: bool) -> Path:
@@ -139,9 +191,11 @@ def _build_bundle(components: tuple[Component, ...], force: bool) -> Path:
         (staging / "bin").mkdir(parents=True)
         started = time.monotonic()
         timings = {c.module: _build_component(c, staging / "bin") for c in components}
+        for c in components:
+            _copy_assets(c, staging / "assets")
         record = {
             "key": key,
-            "go": go_version(),
+            "go": max((toolchain(c) for c in components), key=_go_tuple),
             "versions": {c.dependency: pinned_version(c) for c in components},
             "build_seconds": round(time.monotonic() - started, 1),
             "component_seconds": timings,
@@ -181,7 +235,10 @@ def _build_component(component: Component, out: Path) -> float:
         )
     elif component.module == "metrics-server":
         ldflags += f" -X k8s.io/client-go/pkg/version.gitVersion={version}"  # as its Makefile stamps it
-    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    elif component.module == "karpenter":
+        ldflags += f" -X sigs.k8s.io/karpenter/pkg/operator.Version={version}"  # as its release build stamps it
+    go = toolchain(component)
+    env = {**_go_env(go), "CGO_ENABLED": "0"}
     # One package: name the binary (etcd's would be "server"); several: go names each after its directory.
     target = f"{out}/{component.binaries[0]}" if len(component.packages) == 1 else f"{out}/"
     cmd = ["nice", "-n", "10", "go", "build", "-trimpath", "-ldflags", ldflags, "-o", target]
@@ -204,6 +261,31 @@ def _build_component(component: Component, out: Path) -> float:
     elapsed = round(time.monotonic() - started, 1)
     _log(f"  {component.module} done in {elapsed} s")
     return elapsed
+
+
+def _go_env(go: str) -> dict[str, str]:
+    # A toolchain other than the local one is fetched from the module proxy by the go command itself.
+    return {**os.environ, "GOTOOLCHAIN": "local" if go == go_version() else go, "GOFLAGS": "-mod=readonly"}
+
+
+def _copy_assets(component: Component, out: Path) -> None:
+    if not component.assets:
+        return
+    try:
+        directory = subprocess.run(
+            ["go", "list", "-m", "-f", "{{.Dir}}", component.dependency],
+            cwd=MODULES_DIR / component.module, env=_go_env(toolchain(component)),
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except subprocess.CalledProcessError as err:
+        raise UserError(f"cannot locate {component.dependency}'s module: {err.stderr.strip()}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    for pattern in component.assets:
+        found = sorted(glob.glob(str(Path(directory) / pattern)))
+        if not found:
+            raise UserError(f"{component.dependency} {pinned_version(component)} has no {pattern}")
+        for path in found:
+            shutil.copyfile(path, out / Path(path).name)
 
 
 def _read(path: Path) -> str:

@@ -1,5 +1,5 @@
 """`drlsched testbed build|up|down|status`: a real local control plane (etcd, kube-apiserver, kube-
-scheduler, kwok; metrics-server on request)."""
+scheduler, kwok; metrics-server, kube-controller-manager and Karpenter on request)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from drlsched.cli_args import positive_float
 from drlsched.testbed import build as build_mod
 from drlsched.testbed import controlplane
 from drlsched.testbed.nodes import profile_names
@@ -20,6 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     build.add_argument("--force", action="store_true", help="rebuild even if the cache holds this version")
     build.add_argument("--metrics-server", action="store_true",
                        help="build metrics-server too (its own cache key; `up --metrics-server` builds it on demand)")
+    build.add_argument("--controller-manager", action="store_true",
+                       help="build kube-controller-manager too (its own cache key; `up --controller-manager` builds "
+                            "it on demand)")
+    build.add_argument("--karpenter", action="store_true",
+                       help="build Karpenter with its KWOK provider too (its own cache key; `up --node-autoscaler "
+                            "karpenter` builds it on demand)")
     build.set_defaults(func=_build)
 
     up = actions.add_parser("up", help="start the control plane and fake nodes; prints the kubeconfig path")
@@ -38,6 +45,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     up.add_argument("--metrics-server", action="store_true",
                     help="run metrics-server on kwok's emulated usage: metrics.k8s.io NodeMetrics/PodMetrics, as "
                          "`kubectl top` and `drlsched reclaim` read them (built first if the cache lacks it)")
+    up.add_argument("--controller-manager", action="store_true",
+                    help="run the real kube-controller-manager: Deployments, ReplicaSets, the HPA controller, garbage "
+                         "collection (built first if the cache lacks it); HPAs also need --metrics-server")
+    up.add_argument("--hpa-sync-period", type=positive_float, default=15.0, metavar="SECONDS",
+                    help="the HPA controller's --horizontal-pod-autoscaler-sync-period (default 15)")
+    up.add_argument("--node-autoscaler", choices=controlplane.NODE_AUTOSCALERS, default="none",
+                    help="karpenter: Karpenter with its KWOK provider, NodePools made from the nodes' shapes "
+                         "(--node-profile scenario:NAME gives a scenario's); default none")
+    up.add_argument("--node-provision-s", type=float, default=0.0, metavar="SECONDS",
+                    help="how long a node Karpenter launches takes to register (default 0)")
+    up.add_argument("--consolidate-after", type=float, default=0.0, metavar="SECONDS",
+                    help="NodePool consolidateAfter: how long a node's pods must be unchanged before Karpenter may "
+                         "consolidate it (default 0, upstream's)")
     _state_dir_arg(up)
     up.set_defaults(func=_up)
 
@@ -62,8 +82,11 @@ def _state_dir_arg(parser: argparse.ArgumentParser) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     print(build_mod.build(force=args.force))
-    if args.metrics_server:
-        print(build_mod.build_extra(force=args.force))
+    for name, wanted in (("metrics-server", args.metrics_server), ("kube-controller-manager",
+                                                                    args.controller_manager),
+                         ("karpenter", args.karpenter)):
+        if wanted:
+            print(build_mod.build_extra(name, force=args.force))
     return 0
 
 
@@ -77,6 +100,11 @@ def _up(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             apiserver_port=args.apiserver_port,
             metrics_server=args.metrics_server,
+            controller_manager=args.controller_manager,
+            hpa_sync_period_s=args.hpa_sync_period,
+            node_autoscaler=args.node_autoscaler,
+            node_provision_s=args.node_provision_s,
+            consolidate_after_s=args.consolidate_after,
         )
     )
     controlplane.log(f"testbed up in {testbed.startup_seconds} s: {testbed.apiserver_url}, {testbed.nodes} nodes")

@@ -1,5 +1,7 @@
 """`up` and `down` of a local control plane on loopback: etcd, kube-apiserver, kwok, kube-scheduler and, with
-`metrics_server`, a real metrics-server scraping kwok's emulated kubelet metrics (metrics.k8s.io, `kubectl top`).
+`metrics_server`, a real metrics-server scraping kwok's emulated kubelet metrics (metrics.k8s.io, `kubectl top`);
+with `controller_manager` the real kube-controller-manager, with `node_autoscaler="karpenter"` Karpenter
+(drlsched.testbed.autoscalers).
 
 Everything a running testbed owns lives in one state directory, described by its `state.json` (ports, pids,
 binaries, kubeconfig). The file is rewritten after every process start, so `down` can clean up after an `up`
@@ -11,10 +13,8 @@ from __future__ import annotations
 import json
 import shutil
 import ssl
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,15 @@ from typing import Any
 import kubernetes
 import yaml
 
+from drlsched.autoscale.node_groups import NodeGroup
 from drlsched.errors import UserError
+from drlsched.k8s.objects import node_spec
 from drlsched.k8s.reclaim_controller import METRICS_RESOLUTION_S
-from drlsched.testbed import processes
-from drlsched.testbed.build import find_binaries, metrics_server_binary
+from drlsched.testbed import karpenter, processes
+from drlsched.testbed.autoscalers import HPA_SYNC_PERIOD_S, start_controller_manager, start_karpenter
+from drlsched.testbed.build import extra_assets, extra_binary, find_binaries, metrics_server_binary
 from drlsched.testbed.kwok_config import kwok_config
+from drlsched.testbed.launch import api_client, launch, log
 from drlsched.testbed.nodes import exact_node_manifests, node_manifests, profile_names
 from drlsched.testbed.pki import FRONT_PROXY_NAME, Pki, create_pki, write_kubeconfig
 from drlsched.testbed.pods import create_concurrently
@@ -36,6 +40,7 @@ from drlsched.workload import NodeSpec
 STATE_FILE = "state.json"
 MARKER = ".drlsched-testbed"  # marks a directory as a testbed's, so reusing or wiping it is safe
 SCHEDULERS = ("default", "none")
+NODE_AUTOSCALERS = ("none", "karpenter")
 _API_TIMEOUT_S = 120.0
 _NODE_TIMEOUT_S = 300.0
 _METRICS_TIMEOUT_S = 180.0
@@ -51,6 +56,12 @@ class Options:
     node_specs: Sequence[NodeSpec] | None = None  # exactly these nodes (`nodes` must match; the profile is a label)
     apiserver_port: int = 0  # 0: any free port
     metrics_server: bool = False  # serve metrics.k8s.io from kwok's usage emulation (built on demand)
+    controller_manager: bool = False  # the real kube-controller-manager (built on demand)
+    hpa_sync_period_s: float = HPA_SYNC_PERIOD_S
+    node_autoscaler: str = "none"  # "karpenter" (built on demand)
+    node_pools: Sequence[NodeGroup] | None = None  # Karpenter's NodePools; default: the nodes' templates
+    node_provision_s: float = 0.0  # a Karpenter node's registration delay (KWOKNodeClass nodeRegistrationDelay)
+    consolidate_after_s: float = 0.0  # NodePool spec.disruption.consolidateAfter (upstream default 0s)
 
 
 @dataclass
@@ -97,12 +108,17 @@ def up(options: Options) -> Testbed:
     binaries = find_binaries()
     if options.metrics_server:
         binaries["metrics-server"] = metrics_server_binary()
+    if options.controller_manager:
+        binaries["kube-controller-manager"] = extra_binary("kube-controller-manager")
+    if options.node_autoscaler == "karpenter":
+        binaries["karpenter"] = extra_binary("karpenter")
     state_dir = options.state_dir.resolve()
     _claim_state_dir(state_dir)
     if options.apiserver_port:
         processes.require_free(options.apiserver_port, "kube-apiserver")
     started = time.monotonic()
-    names = ("etcd", "etcd-peer", "apiserver", "kwok", "scheduler", "metrics-server")
+    names = ("etcd", "etcd-peer", "apiserver", "kwok", "scheduler", "metrics-server", "controller-manager",
+             "karpenter-metrics", "karpenter-health")
     ports = dict(zip(names, processes.free_ports(len(names)), strict=True))
     ports["apiserver"] = options.apiserver_port or ports["apiserver"]
     testbed = Testbed(
@@ -160,6 +176,15 @@ def _check_options(options: Options) -> None:
         raise UserError(f"unknown node profile {options.profile!r}; choose one of {', '.join(profile_names())}")
     if options.scheduler not in SCHEDULERS:
         raise UserError(f"unknown scheduler {options.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+    if options.node_autoscaler not in NODE_AUTOSCALERS:
+        raise UserError(f"unknown node autoscaler {options.node_autoscaler!r}; choose one of "
+                        f"{', '.join(NODE_AUTOSCALERS)}")
+    if options.node_autoscaler == "karpenter" and options.scheduler != "default":
+        raise UserError("--node-autoscaler karpenter needs the default scheduler: Karpenter provisions for pods the "
+                        "scheduler marked unschedulable")
+    if not options.hpa_sync_period_s > 0 or options.node_provision_s < 0 or options.consolidate_after_s < 0:
+        raise UserError("the HPA sync period must be positive; the node provisioning delay and consolidateAfter "
+                        "must not be negative")
 
 
 def _claim_state_dir(state_dir: Path) -> None:
@@ -189,7 +214,7 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
 
     etcd_url = f"http://{LOOPBACK}:{ports['etcd']}"
     peer_url = f"http://{LOOPBACK}:{ports['etcd-peer']}"
-    _launch(
+    launch(
         testbed,
         "etcd",
         binaries["etcd"],
@@ -209,7 +234,7 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
     )
 
     ca = ssl.create_default_context(cafile=str(pki.ca_cert))
-    _launch(
+    launch(
         testbed,
         "kube-apiserver",
         binaries["kube-apiserver"],
@@ -222,7 +247,7 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
     )
 
     (d / "kwok.yaml").write_text(kwok_config())
-    _launch(
+    launch(
         testbed,
         "kwok",
         binaries["kwok"],
@@ -245,25 +270,29 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
     )
 
     log(f"creating {options.nodes} fake nodes ({options.gpu_nodes} with GPUs, profile {options.profile})")
-    with _client(testbed) as api:
+    manifests = (exact_node_manifests(options.node_specs) if options.node_specs is not None
+                 else node_manifests(options.nodes, options.gpu_nodes, options.profile))
+    with api_client(testbed) as api:
         started = time.monotonic()
-        create_concurrently(
-            kubernetes.client.CoreV1Api(api).create_node,
-            exact_node_manifests(options.node_specs) if options.node_specs is not None
-            else node_manifests(options.nodes, options.gpu_nodes, options.profile),
-        )
+        create_concurrently(kubernetes.client.CoreV1Api(api).create_node, manifests)
         testbed.step_seconds["create-nodes"] = round(time.monotonic() - started, 2)
 
     if options.scheduler == "default":
         start_scheduler(testbed)
 
-    with _client(testbed) as api:
+    with api_client(testbed) as api:
         started = time.monotonic()
         _wait_nodes_ready(api, options.nodes)
         testbed.step_seconds["nodes-ready"] = round(time.monotonic() - started, 2)
 
+    if options.controller_manager:
+        start_controller_manager(testbed, binaries["kube-controller-manager"], options.hpa_sync_period_s)
     if options.metrics_server:
         start_metrics_server(testbed, binaries["metrics-server"])
+    if options.node_autoscaler == "karpenter":
+        pools = options.node_pools or karpenter.pools_for([node_spec(m) for m in manifests])
+        start_karpenter(testbed, binaries["karpenter"], extra_assets("karpenter"), pools, options.node_provision_s,
+                        options.consolidate_after_s)
 
 
 def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
@@ -274,7 +303,7 @@ def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
     d = testbed.state_dir
     pki = Pki(d / "pki")
     port = testbed.ports["metrics-server"]
-    with _client(testbed) as api:
+    with api_client(testbed) as api:
         _register_metrics_api(api, port)
     args = [
         f"--kubeconfig={d / 'metrics-server.kubeconfig'}",
@@ -291,7 +320,7 @@ def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
         "--kubelet-request-timeout=5s",  # must stay under 0.9 x the resolution
     ]
     insecure = ssl._create_unverified_context()
-    _launch(
+    launch(
         testbed,
         "metrics-server",
         binary or metrics_server_binary(),
@@ -300,7 +329,7 @@ def start_metrics_server(testbed: Testbed, binary: Path | None = None) -> None:
         60.0,
     )
     started = time.monotonic()
-    with _client(testbed) as api:
+    with api_client(testbed) as api:
         _wait_node_metrics(api, testbed.nodes)
     testbed.step_seconds["node-metrics"] = round(time.monotonic() - started, 2)
     testbed.save()
@@ -393,7 +422,7 @@ def start_scheduler(testbed: Testbed, config: dict[str, Any] | None = None) -> N
     def healthy() -> bool:
         return processes.http_ok(f"https://{LOOPBACK}:{port}/healthz", insecure)
 
-    _launch(testbed, "kube-scheduler", find_binaries()["kube-scheduler"], args, healthy, 60.0)
+    launch(testbed, "kube-scheduler", find_binaries()["kube-scheduler"], args, healthy, 60.0)
     testbed.scheduler = "default"
     testbed.save()
 
@@ -446,28 +475,6 @@ def _scheduler_config(kubeconfig: Path) -> dict[str, Any]:
     }
 
 
-def _launch(
-    testbed: Testbed, name: str, binary: Path, args: list[str], ready: Callable[[], bool], timeout_s: float
-) -> None:
-    log(f"starting {name}")
-    log_file = testbed.state_dir / f"{name}.log"
-    started = time.monotonic()
-    pid = processes.start([str(binary), *args], log_file)
-    testbed.processes[name] = {"pid": pid, "binary": str(binary), "log": str(log_file)}
-    testbed.save()
-    processes.wait_until(ready, timeout_s, lambda: processes.runs(pid, str(binary)), name, log_file)
-    testbed.step_seconds[name] = round(time.monotonic() - started, 2)
-
-
-@contextmanager
-def _client(testbed: Testbed) -> Iterator[kubernetes.client.ApiClient]:
-    api = testbed.api_client()
-    try:
-        yield api
-    finally:
-        api.close()
-
-
 def _wait_nodes_ready(api: kubernetes.client.ApiClient, expected: int) -> None:
     core = kubernetes.client.CoreV1Api(api)
     deadline = time.monotonic() + _NODE_TIMEOUT_S
@@ -482,7 +489,3 @@ def _wait_nodes_ready(api: kubernetes.client.ApiClient, expected: int) -> None:
         if time.monotonic() > deadline:
             raise UserError(f"only {ready} of {expected} nodes became Ready in {_NODE_TIMEOUT_S:.0f} s")
         time.sleep(0.5)
-
-
-def log(message: str) -> None:
-    print(f"drlsched: {message}", file=sys.stderr, flush=True)

@@ -1,11 +1,13 @@
 """The kwok controller's configuration: node and pod lifecycle Stages, and kubelet metrics emulation.
 
 Templates are kwok v0.8.0's own (`kustomize/stage/{node,pod}/fast`, `kustomize/metrics/{resource,usage}`), with
-two changes:
+these changes:
 - pods complete (exit 0, Ready turning False as kubelet does) after the duration in the `drlsched.io/run-duration`
   annotation, with no jitter: kwok uses the jitter *instead of* the duration when jitter <= duration;
 - there is no node heartbeat stage: with no controller manager nothing would ever mark a silent node NotReady,
   so heartbeats would only load the apiserver;
+- a node created by someone else (Karpenter's KWOK provider) gets the `metrics.k8s.io/resource-metrics-path`
+  annotation our own nodes are made with (stage `node-metrics-path`), so metrics-server scrapes its pods too;
 - a node's usage is its running pods' plus a small system baseline (`SYSTEM_CPU_CORES`, `SYSTEM_MEMORY_BYTES`:
   kubelet, runtime and OS, which a real node always reports). metrics-server drops a node whose CPU counter or
   working set reads 0, so without it an empty node would have no NodeMetrics.
@@ -21,6 +23,7 @@ from drlsched.k8s.objects import (
 )
 
 RESOURCE_METRICS_PATH = "/metrics/nodes/{node}/metrics/resource"
+METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
 GPU_METRICS_PATH = "/metrics/nodes/{node}/metrics/gpu"
 SYSTEM_CPU_CORES = 0.05
 SYSTEM_MEMORY_BYTES = 256 * 2**20
@@ -75,6 +78,24 @@ spec:
         osImage: {{ or $nodeInfo.osImage `""` }}
         systemUUID: {{ or $nodeInfo.systemUUID `""` }}
       phase: Running
+"""
+
+# metrics-server follows this annotation to kwok's per-node endpoint; nodes without it would go unscraped.
+_NODE_METRICS_PATH = f"""\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {{name: node-metrics-path}}
+spec:
+  resourceRef: {{apiGroup: v1, kind: Node}}
+  selector:
+    matchExpressions:
+    - {{key: '.metadata.annotations["{METRICS_PATH_ANNOTATION}"]', operator: DoesNotExist}}
+  next:
+    patches:
+    - root: metadata
+      template: |
+        annotations:
+          {METRICS_PATH_ANNOTATION}: "{RESOURCE_METRICS_PATH.replace("{node}", "{{ .metadata.name }}")}"
 """
 
 _POD_READY = """\
@@ -281,6 +302,7 @@ def kwok_config() -> str:
     """The multi-document YAML passed to `kwok --config`."""
     documents = (
         _NODE_INITIALIZE,
+        _NODE_METRICS_PATH,
         _POD_READY,
         _POD_COMPLETE,
         _POD_DELETE,

@@ -48,6 +48,9 @@ IDENTITIES = {
     "kube-scheduler": Identity("system:kube-scheduler", ()),
     "kwok": Identity("kwok-controller", ("system:masters",)),
     "metrics-server": Identity("metrics-server", ("system:masters",)),
+    # Its controllers run with its own credentials (no per-controller service account tokens exist here).
+    "kube-controller-manager": Identity("system:kube-controller-manager", ("system:masters",)),
+    "karpenter": Identity("karpenter", ("system:masters",)),
 }
 
 

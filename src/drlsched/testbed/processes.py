@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -43,11 +43,13 @@ def require_free(port: int, what: str) -> None:
             raise UserError(f"cannot bind {LOOPBACK}:{port} ({what}): {err.strerror}") from None
 
 
-def start(argv: list[str], log: Path) -> int:
-    """Starts a daemon in its own session (it outlives the CLI and a Ctrl-C of it) and returns its pid."""
+def start(argv: list[str], log: Path, env: Mapping[str, str] | None = None) -> int:
+    """Starts a daemon in its own session (it outlives the CLI and a Ctrl-C of it) and returns its pid; `env` adds
+    to the environment."""
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, **env} if env else None,
         )
     return proc.pid
 

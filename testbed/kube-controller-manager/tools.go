@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins the main package this module builds, so that `go mod tidy` keeps its requirements.
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-controller-manager"
