@@ -112,13 +112,32 @@ def run_case(case: dict[str, Any], nodes: int, duration: float, seed: int = 1) -
 
 SMALL = {"nodes": 6, "duration": 60.0}
 MEDIUM = {"nodes": 20, "duration": 600.0}
+MEDIUM_DURATION = {"colocation": 300.0}  # 18k pods in 600 s: the slowest by far
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Cases and keys that differ between two runs of the matrix, with the largest relative float difference."""
+    differ: dict[str, dict[str, Any]] = {}
+    worst = 0.0
+    for case in sorted(set(a) | set(b)):
+        x, y = a.get(case, {}), b.get(case, {})
+        for k in sorted(set(x) | set(y)):
+            if x.get(k) != y.get(k):
+                differ.setdefault(case, {})[k] = [x.get(k), y.get(k)]
+                if isinstance(x.get(k), float) and isinstance(y.get(k), float):
+                    worst = max(worst, abs(x[k] - y[k]) / max(abs(x[k]), abs(y[k]), 1e-300))
+    return {"cases": len(set(a) | set(b)), "cases_differing": len(differ), "max_rel_float_diff": worst,
+            "differ": differ}
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--write", action="store_true", help="regenerate the small fixture")
     p.add_argument("--full", action="store_true", help="the medium full matrix, digests on stdout")
+    p.add_argument("--compare", nargs=2, metavar="JSON", help="two --full outputs: cases that differ, and how much")
     args = p.parse_args()
+    if args.compare:
+        print(json.dumps(compare(*(json.loads(Path(f).read_text()) for f in args.compare)), indent=1))
     if args.write:
         data = {key(c): run_case(c, **SMALL) for c in cases()}
         FIXTURE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -126,7 +145,8 @@ def main() -> int:
     elif args.full:
         out = {}
         for i, c in enumerate(cases(full=True)):
-            out[key(c)] = run_case(c, **MEDIUM)
+            size = {**MEDIUM, "duration": MEDIUM_DURATION.get(c["scenario"], MEDIUM["duration"])}
+            out[key(c)] = run_case(c, **size)
             print(f"{i} {key(c)}", file=sys.stderr, flush=True)
         json.dump(out, sys.stdout, indent=1, sort_keys=True)
     return 0
