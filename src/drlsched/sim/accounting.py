@@ -80,10 +80,9 @@ class Accounting:
         if len(self.acc.unschedulable_examples) < 5:
             self.acc.unschedulable_examples.append(msg)
 
-    def bound(self, run: Run, t: float) -> None:
-        """A pod was bound (for the first time if its bind time is unset: it counts as scheduled)."""
-        if run.bind_t < 0:
-            run.bind_t = t
+    def bound(self, run: Run, t: float, first: bool) -> None:
+        """A pod was bound (`first`: for the first time, it counts as scheduled)."""
+        if first:
             self.acc.pods_scheduled += 1
             self.acc.pending.append(t - run.ready_t)
         if run.spec.qos == QoS.BE:

@@ -8,6 +8,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from drlsched.cluster import PodRequest
+from drlsched.policies.base import Decision, Option
 from drlsched.sim.entities import Run, SimJob
 
 
@@ -66,7 +67,7 @@ class Ledger(Protocol):
     """What the pod runtime reports to accounting."""
 
     def allocated(self, node: int, r: PodRequest, sign: int) -> None: ...
-    def bound(self, run: Run, t: float) -> None: ...
+    def bound(self, run: Run, t: float, first: bool) -> None: ...
 
 
 class RuntimeOps(Protocol):
@@ -75,7 +76,7 @@ class RuntimeOps(Protocol):
     by_uid: dict[str, Run]
 
     def stop(self, run: Run, t: float, replan: bool = True) -> None: ...
-    def bind(self, run: Run, d: object, options: list, t: float) -> None: ...  # type: ignore[type-arg]
+    def bind(self, run: Run, d: Decision, options: list[Option], t: float) -> None: ...
 
 
 class Progress(Protocol):

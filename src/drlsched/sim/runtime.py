@@ -47,7 +47,10 @@ class PodRuntime:
         c.allocate(d.node, r, ids)
         c.starting_cpu[d.node] += r.cpu
         run.req, run.node, run.gpu_ids, run.gpus = r, d.node, ids, d.gpus
-        self.ledger.bound(run, t)
+        first = run.bind_t < 0
+        if first:
+            run.bind_t = t
+        self.ledger.bound(run, t, first)
         run.state = STARTING
         self.starting += 1
         self.traffic.place(run.job, d.node, t)
