@@ -51,9 +51,15 @@ class SlotOps(SlotView, Protocol):
 
 
 class PodUsage(Protocol):
-    """A room with per-pod usage rows filled when a pod starts (usage; with reclaim, qos)."""
+    """The usage model as a starting pod meets it: its mean usage rows, and its usage now (cpu, mem, gpu)."""
 
-    def start(self, run: Run, t: float) -> object: ...
+    def start(self, run: Run, t: float) -> tuple[float, float, float]: ...
+
+
+class PodRows(Protocol):
+    """Another room with per-pod rows filled when a pod starts (with reclaim, qos)."""
+
+    def start(self, run: Run, t: float) -> None: ...
 
 
 class TrafficOps(Protocol):

@@ -11,12 +11,12 @@ from drlsched.cluster import Cluster
 from drlsched.policies.base import Decision, Option
 from drlsched.sim.config import INF
 from drlsched.sim.entities import RUNNING, STARTING, Run
-from drlsched.sim.ports import ClockOps, Ledger, PodUsage, SlotOps, TrafficOps
+from drlsched.sim.ports import ClockOps, Ledger, PodRows, PodUsage, SlotOps, TrafficOps
 
 
 class PodRuntime:
     def __init__(self, cluster: Cluster, policy_name: str, clocks: ClockOps, slots: SlotOps, usage: PodUsage,
-                 rows: Sequence[PodUsage], traffic: TrafficOps, ledger: Ledger,
+                 rows: Sequence[PodRows], traffic: TrafficOps, ledger: Ledger,
                  started: Callable[[float, Run], None], service_end: Callable[[float, Run], None],
                  freed: Callable[[list[int]], None], check_invariants: bool) -> None:
         """`usage.start` returns a starting pod's usage; `rows` are the other rooms with per-pod rows to fill;
@@ -93,7 +93,7 @@ class PodRuntime:
 
     def _take_slot(self, run: Run, t: float) -> None:
         self.slots.add(run)
-        use_cpu, use_mem, use_gpu = self.usage.start(run, t)  # type: ignore[misc]
+        use_cpu, use_mem, use_gpu = self.usage.start(run, t)
         for room in self.rows:
             room.start(run, t)
         self.clocks.add_demand(run, use_cpu)
