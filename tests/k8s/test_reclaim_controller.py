@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class FakeApi:
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
         self.nodes, self.pods = nodes, pods
         self.writes: list[tuple[str, str, Any]] = []
+        self.drain: Callable[[], object] = lambda: None  # waits for the controller's queued events
 
     def __call__(self, api: object, method: str, path: str, body: Any = None, content_type: str = "") -> bytes:
         del api, content_type
@@ -64,14 +66,17 @@ class FakeApi:
         return {path.split("/")[4]: body["status"]["allocatable"] for m, path, body in self.writes if m == "PATCH"}
 
     def posts(self, suffix: str) -> list[Any]:
+        self.drain()
         return [body for m, path, body in self.writes if m == "POST" and path.endswith(suffix)]
 
 
 def _controller(monkeypatch: pytest.MonkeyPatch, fake: FakeApi, nodes: list[Sample], pods: list[Sample],
                 model: str = "koordinator") -> ReclaimController:
     monkeypatch.setattr(reclaim_controller, "request", fake)
-    return ReclaimController(None, ReclaimConfig(model=model), stale_after_s=60.0,  # type: ignore[arg-type]
-                             collect=lambda: (nodes, pods), clock=lambda: NOW)
+    controller = ReclaimController(None, ReclaimConfig(model=model), stale_after_s=60.0,  # type: ignore[arg-type]
+                                   collect=lambda: (nodes, pods), clock=lambda: NOW)
+    fake.drain = controller.events.drain
+    return controller
 
 
 def test_the_patch_carries_integer_millicores_and_bytes_and_refuses_negative_nan_or_fractions() -> None:
@@ -231,7 +236,9 @@ def test_a_replay_that_followed_the_load_curve_integrates_the_services_usage_at_
     assert doubled["cpu_util"] == pytest.approx(flat["cpu_util"] * 1500 / 1000)
 
 
-def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("elect, failed", [("--leader-elect=false", "reconcile pass failed"),
+                                           ("--leader-elect=true", "cannot read or write lease")])
+def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path, elect: str, failed: str) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -239,13 +246,13 @@ def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path)
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     proc = subprocess.Popen([sys.executable, "-m", "drlsched.cli", "reclaim", "--model", "koordinator",
-                             "--kubeconfig", str(kubeconfig), "--period", "1", "--metrics-interval", "1"],
+                             "--kubeconfig", str(kubeconfig), "--period", "1", "--metrics-interval", "1", elect],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         assert proc.stderr is not None
         # Wait for a failed pass (the loop is running and survives it), then stop it.
-        while "reclaim pass failed" not in proc.stderr.readline():
+        while failed not in proc.stderr.readline():
             assert time.monotonic() < deadline and proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
