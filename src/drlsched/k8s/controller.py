@@ -139,6 +139,9 @@ class Manager:
             self.registry.add(self.elector.is_leader_gauge)
             gate_writes(api, self.elector.is_leader)
         self.server: prom.MetricsServer | None = None
+        # Each replica names itself to the apiserver (audit logs, managedFields): replicas sharing one
+        # credential are still told apart.
+        api.user_agent = f"{component}/{self.identity}"
 
     @property
     def identity(self) -> str:
