@@ -140,12 +140,26 @@ def test_a_usage_burst_evicts_the_nodes_be_pods_and_they_are_placed_elsewhere(
                                   {"metadata": {"annotations": {MEMORY_USAGE_ANNOTATION: "40Gi"}}})
 
 
+def _clear_be_pods(core: kubernetes.client.CoreV1Api, node: str) -> None:
+    def on_node() -> list[dict[str, Any]]:
+        items = json.loads(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}",
+                                                            _preload_content=False).data)["items"]
+        return [p for p in items if any(BATCH_CPU_RESOURCE in (c.get("resources") or {}).get("requests", {})
+                                        for c in p["spec"]["containers"])]
+
+    for pod in on_node():
+        core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"], grace_period_seconds=0)
+    _until(lambda: not on_node(), f"the other BE pods off {node}")
+
+
 def test_a_memory_burst_evicts_exactly_the_be_pods_needed_to_get_under_the_threshold(
         colo: controlplane.Testbed, core: kubernetes.client.CoreV1Api) -> None:
     # Issue 27's reproduction: BE pods using 10, 20 and 30 GiB and an LS pod raised to 340 GiB on a 512 GiB node
     # (400.25 GiB with the system's, 78% > 70%): be-30 and be-20 bring it to 68.4%; be-10 stays, pass after pass.
     namespace = _namespace(core)
     hot = NODES[2]
+    # Earlier tests' BE pods may have been placed on `hot` (their usage would count): the node holds only these.
+    _clear_be_pods(core, hot)
     for gib in (10, 20, 30):
         pod = pod_manifest(f"be-{gib}", cpu="1", memory=f"{gib}Gi", duration=None, batch=True,
                            annotations={CPU_USAGE_ANNOTATION: "500m", MEMORY_USAGE_ANNOTATION: f"{gib}Gi"})
