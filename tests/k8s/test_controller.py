@@ -109,6 +109,22 @@ def test_leader_only_loops_wait_while_standing_by_and_reconcile_is_told_whether_
     assert manager.passes.get(loop="write", outcome="standby") == len(seen)
 
 
+def test_a_replica_that_starts_leading_runs_its_loops_at_once_then_every_period_from_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leader, "request", FakeLeases())
+    clock = FakeTime(end=40.0)
+    manager = _manager(clock, leader_elect=True)
+    assert manager.elector is not None
+    monkeypatch.setattr(manager.elector, "is_leader", lambda: clock.t >= 7.0)  # takes the lease over at 7 s
+    monkeypatch.setattr(manager.elector, "start", lambda: None)
+    monkeypatch.setattr(manager.elector, "stop", lambda release: None)
+    passes: list[tuple[float, bool]] = []
+    manager.add("reconcile", 15.0, lambda leading: passes.append((round(clock.t, 2), leading)), leader_only=False)
+    manager.run(clock)  # type: ignore[arg-type]
+    # Not at 15 s (up to a period after the takeover, the standby's schedule): at 7 s, then 22 and 37.
+    assert passes == [(0.0, False), (7.0, True), (22.0, True), (37.0, True)]
+
+
 def test_readiness_follows_the_last_election_round() -> None:
     manager = _manager(FakeTime(0.0), leader_elect=True)
     assert manager.elector is not None and not manager.ready()

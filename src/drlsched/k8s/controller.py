@@ -4,8 +4,9 @@ autoscale` next), after controller-runtime's manager:
 - **Leader election** (`drlsched.k8s.leader`, a coordination.k8s.io/v1 Lease, client-go's 15 s / 10 s / 2 s):
   on by default, `--leader-elect=false` for one replica. The Manager gates its API client's writes on the lease
   (`client.gate_writes`), so a standby can read and warm its caches but never write.
-- **Passes on their own period**: each `add`ed loop runs every `period_s` exactly, anchored at the start (a pass
-  that overruns skips the missed slots, never bursts to catch up). `reconcile(leading)` gets whether this replica
+- **Passes on their own period**: each `add`ed loop runs every `period_s` exactly, anchored at the start and
+  again when this replica starts leading (its first pass as leader runs at once; a pass that overruns skips the
+  missed slots, never bursts to catch up). `reconcile(leading)` gets whether this replica
   leads; loops added `leader_only` run only then (all writes should live there).
 - **Errors**: a failing pass is a warning line with the error's one-line description and a back-off (1 s doubling
   to 30 s, `drlsched.k8s.backoff`) before that loop runs again; `run_once` (`--once`) turns a connection error
@@ -203,9 +204,17 @@ class Manager:
         start = self.clock()
         for loop in self.loops:
             loop.due = start
+        was_leading = False
         try:
             while not stop.is_set():
                 now = self.clock()
+                leading = self.elector is not None and self.leading()
+                if leading and not was_leading:
+                    # Just took the lease (controller-runtime starts its runnables then): every loop runs now,
+                    # not up to a period later, and its period is anchored here.
+                    for loop in self.loops:
+                        loop.due = min(loop.due, now)
+                was_leading = leading
                 for loop in self.loops:
                     if now >= loop.due and not stop.is_set():
                         self._pass(loop, now)
