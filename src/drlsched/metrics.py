@@ -86,8 +86,8 @@ class Accumulator:
     series: list[tuple[float, ...]] = field(default_factory=list)
     unschedulable_examples: list[str] = field(default_factory=list)
     # Scheduling anomalies, keyed by the pod's uid: its flags (only pods with at least one), the start of its
-    # current stay in the queue, and the time it has already waited in earlier stays. A pod goes back to the queue
-    # only after an eviction or a preemption, which flag it, so earlier stays are kept for flagged pods only.
+    # current stay in the queue, and the time it waited in earlier stays (kept while the pod lives, since an
+    # eviction sends it back to the queue; dropped when it finishes or passes the 60 s).
     anomalies: dict[Hashable, int] = field(default_factory=dict)
     waiting_since: dict[Hashable, float] = field(default_factory=dict)
     waited: dict[Hashable, float] = field(default_factory=dict)
@@ -108,13 +108,22 @@ class Accumulator:
         total = self.waited.pop(pod, 0.0) + t - since
         if total > UNSCHEDULABLE_S:
             self.flag(pod, Anomaly.UNSCHEDULABLE_60S)
-        elif pod in self.anomalies:
+        elif total > 0:
             self.waited[pod] = total
 
-    def close_waits(self, t: float) -> None:
-        """The run ended at t: pods still pending have waited until then."""
+    def finished(self, pod: Hashable) -> None:
+        """The pod completed: it will not wait again."""
+        self.waited.pop(pod, None)
+
+    def close_waits(self, t: float, forever: bool = False) -> None:
+        """The run ended at t: pods still pending have waited until then, or, `forever` (nothing was left running
+        that could make room for them), would wait for ever."""
         for pod in list(self.waiting_since):
-            self.wait_end(pod, t)
+            if forever:
+                self.waiting_since.pop(pod)
+                self.flag(pod, Anomaly.UNSCHEDULABLE_60S)
+            else:
+                self.wait_end(pod, t)
 
     def started(self, pod: Hashable, latency_s: float) -> None:
         """The pod's first start; `latency_s`: creation → running less its image pull (the pod-startup SLO)."""

@@ -34,7 +34,7 @@ from drlsched.cluster import REQUEST_ROW, Cluster, PodRequest
 from drlsched.errors import UserError
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.kube_scoring import POD_INITIAL_BACKOFF_S, POD_MAX_BACKOFF_S
-from drlsched.metrics import Accumulator, summarize
+from drlsched.metrics import Accumulator, Anomaly, summarize
 from drlsched.network import Network
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ReclaimSignals
 from drlsched.reclaim import (
@@ -487,6 +487,7 @@ class Simulator:
         if not self.cfg.allow_unschedulable:
             raise UserError(msg + "; pass --allow-unschedulable to count such pods and go on")
         self.acc.pods_unschedulable += 1
+        self.acc.wait_start(spec.uid, spec.arrival_s)
         run.job.unplaceable = True
         if len(self.acc.unschedulable_examples) < 5:
             self.acc.unschedulable_examples.append(msg)
@@ -496,6 +497,7 @@ class Simulator:
         run.state = _PENDING
         self.pending_count += 1
         run.entry = self.queue.add(run, run.spec.priority, t)
+        self.acc.wait_start(run.spec.uid, t)
 
     def _fit_hint(self, freed: set[int]) -> Callable[[np.ndarray], np.ndarray]:
         """NodeResourcesFit's queueing hint after pods left the `freed` nodes: a parked pod may fit now only where
@@ -554,6 +556,7 @@ class Simulator:
             self.frag.touch(d.node)
         c.starting_cpu[d.node] += r.cpu
         run.req, run.node, run.gpu_ids, run.gpus = r, d.node, ids, d.gpus
+        self.acc.wait_end(run.spec.uid, t)
         if run.bind_t < 0:
             run.bind_t = t
             self.acc.pods_scheduled += 1
@@ -581,6 +584,7 @@ class Simulator:
         run.state = _RUNNING
         if run.start_t < 0:
             run.start_t = t
+            self.acc.started(spec.uid, t - run.ready_t)  # creation → running (no image pulls modelled)
         self.by_uid[spec.uid] = run
         read_s = self._shuffle_read(run, t)
         work = spec.work_s if spec.work_s is not None else INF
@@ -738,6 +742,7 @@ class Simulator:
         run.state = _DONE
         spec, job, a = run.spec, run.job, self.acc
         a.pods_finished += 1
+        a.finished(spec.uid)
         a.last_finish = max(a.last_finish, t)
         if spec.qos == QoS.LS:
             self._account_ls(run, t)
@@ -758,6 +763,7 @@ class Simulator:
         pend = run.bind_t - run.ready_t
         if run.sat_time > self.cfg.sla_saturated_fraction * life or pend > self.cfg.sla_pending_s:
             a.ls_violations += 1
+            a.flag(run.spec.uid, Anomaly.SLA_BREACH)
         if life > 0:
             a.ls_slowdown.append(run.slow_sum / life)
 
@@ -900,6 +906,7 @@ class Simulator:
         done = self._progress(run, t)
         self._stop(run, t)
         self.acc.evictions += 1
+        self.acc.flag(run.spec.uid, Anomaly.EVICTED)
         self._restart_work(run, done)
         self._enqueue(run, t)
 
@@ -941,6 +948,7 @@ class Simulator:
         if not c.feasible(run.req)[m.node]:  # type: ignore[arg-type]
             raise RuntimeError(f"policy {self.policy.name} migrated {m.pod_uid} to infeasible node {m.node}")
         self.acc.migrations += 1
+        self.acc.flag(m.pod_uid, Anomaly.PREEMPTED_OR_MIGRATED)
         self._restart_work(run, done)
         self.pending_count += 1
         self._bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
@@ -976,6 +984,8 @@ class Simulator:
         stuck = len(self.queue)
         waiting = sum(j.n_waiting for j in self.jobs.values())
         a.pods_unschedulable += stuck + waiting
+        # Pods still pending waited until the end; with nothing left running or starting, for ever.
+        a.close_waits(self.now, forever=not self.slot_runs and not self.starting)
         if a.first_arrival is not None:
             # Busy window: first arrival to the last completion, or to the end if pods still run.
             end = self.now if self.slot_runs or self.starting else a.last_finish
