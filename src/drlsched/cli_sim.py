@@ -149,8 +149,12 @@ def _load_result(path: Path) -> dict[str, object]:
     keys = (*METRIC_KEYS, *ANOMALY_KEYS)
     missing = [k for k in (*keys, "policy", "seed", "scenario", "wall_s", "placements_per_s")
                if not has_metric(data, k)]
+    if "anomalies" not in data:  # one name for the whole group, not its six parts
+        missing = [k for k in missing if k not in ANOMALY_KEYS] + ["anomalies"]
     if missing:
-        raise UserError(f"{path}: not a drlsched metrics file (missing {', '.join(missing)})")
+        old = " (written before these keys existed? run simulate or replay again)" if set(missing) <= {
+            "anomaly_rate", "anomalies"} else ""
+        raise UserError(f"{path}: not a drlsched metrics file (missing {', '.join(missing)}){old}")
     # null: a statistic over an empty sample (NULLABLE_KEYS), or a part a replay cannot observe; missing, not 0
     bad = [k for k in keys if not _number_or_null(metric_value(data, k), k in NULLABLE_KEYS or k in ANOMALY_KEYS)]
     if bad:

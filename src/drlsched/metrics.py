@@ -32,7 +32,7 @@ NULLABLE_KEYS = {
     "sla_violation_rate": "no LS pod ran", "anomaly_rate": "no pod arrived",
     "be_pending_p99_s": "no BE pod was placed", "cpu_util_reclaimed": "no CPU was used",
     "ls_slowdown_p50": "no LS pod ran", "ls_slowdown_p99": "no LS pod ran",
-    "submit_lag_p99_s": "no pod was created",
+    "submit_lag_p99_s": "no pod was created", "makespan_s": "no pod finished",
 }
 SERIES_KEYS = ("t", "cpu_util", "mem_util", "gpu_util", "cpu_alloc", "gpu_alloc", "pending", "running",
                "gpu_fragmentation")
@@ -205,7 +205,7 @@ def summarize(acc: Accumulator, *, total_cpu: int, total_mem: int, total_gpu_mil
         "gpu_unallocated": (total_gpu_milli - acc.gpu_alloc_s / busy) / GPU_MILLI if total_gpu_milli else 0.0,
         "pods_scheduled": acc.pods_scheduled,
         "pods_unschedulable": acc.pods_unschedulable,
-        "makespan_s": max(0.0, acc.last_finish - (acc.first_arrival or 0.0)),
+        "makespan_s": max(0.0, acc.last_finish - (acc.first_arrival or 0.0)) if acc.pods_finished else None,
         **anomaly_summary(acc),
         **colocation_summary(acc),
     }

@@ -62,13 +62,13 @@ def test_startup_slow_is_beyond_the_5s_slo():
 def test_empty_samples_are_null_with_a_one_line_warning():
     m = _summary(Accumulator())
     for key in ("jct_p50_s", "jct_p99_s", "pending_p99_s", "sla_violation_rate", "anomaly_rate",
-                "be_pending_p99_s", "ls_slowdown_p50", "ls_slowdown_p99", "cpu_util_reclaimed"):
+                "be_pending_p99_s", "ls_slowdown_p50", "ls_slowdown_p99", "cpu_util_reclaimed", "makespan_s"):
         assert m[key] is None, key
     assert m["migrations"] == 0 and m["pods_scheduled"] == 0  # counts stay counts
     json.dumps(m)  # null in JSON
     warning = null_warning([m])
     assert warning is not None and "\n" not in warning and "jct_p99_s" in warning and "no job finished" in warning
-    acc = Accumulator(pods_arrived=1)
+    acc = Accumulator(pods_arrived=1, pods_finished=1)
     acc.jct.append(3.0)
     acc.pending.append(0.5)
     acc.ls_pods = 1

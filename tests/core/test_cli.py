@@ -123,3 +123,21 @@ def test_evaluate_reports_included_replay_results(tmp_path):
     res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(out), "--quiet",
                    "--include", str(bad))
     assert res.returncode == 2 and "not a drlsched metrics file" in res.stderr
+
+
+def test_evaluate_include_names_the_missing_anomaly_key(tmp_path):
+    common = ["--scenario", "batch", "--nodes", "5", "--duration", "60"]
+    sim = drlsched("simulate", *common, "--policy", "k8s-default", "--seed", "0", "--json", "-", "--quiet")
+    old = json.loads(sim.stdout)
+    del old["anomaly_rate"], old["anomalies"]  # a metrics file written before the anomaly metric
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(tmp_path / "out"),
+                   "--quiet", "--include", str(path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "missing anomaly_rate, anomalies" in res.stderr
+    old["anomaly_rate"], old["anomalies"] = 0.0, {"evicted": 0}  # parts missing: named one by one
+    path.write_text(json.dumps(old))
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(tmp_path / "out"),
+                   "--quiet", "--include", str(path))
+    assert res.returncode == 2 and "missing anomalies.unschedulable_60s" in res.stderr
