@@ -192,7 +192,7 @@ def _util_vs_sla(out: Path, runs: list[dict], policies: list[str], plt: Any) -> 
     ax.set_xlabel("LS pods violating their SLA (%)")
     ax.set_ylabel("CPU utilisation (%)")
     ax.set_title("Utilisation vs SLA (mean ± 95% CI over seeds)")
-    if ax.get_lines() or ax.containers:
+    if ax.get_legend_handles_labels()[0]:  # no policy had an LS pod: nothing to label
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "util_vs_sla.png", dpi=110)
