@@ -7,9 +7,9 @@ import numpy as np
 
 from drlsched.cluster import Cluster, PodRequest
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
-from drlsched.metrics import Accumulator
+from drlsched.metrics import Accumulator, Anomaly
 from drlsched.sim.entities import Run
-from drlsched.workload import QoS
+from drlsched.workload import PodSpec, QoS
 
 
 class Accounting:
@@ -75,22 +75,33 @@ class Accounting:
         if a.first_arrival is None:
             a.first_arrival = t
 
-    def unschedulable(self, msg: str) -> None:
+    def unschedulable(self, msg: str, spec: PodSpec) -> None:
         self.acc.pods_unschedulable += 1
+        self.acc.wait_start(spec.uid, spec.arrival_s)
         if len(self.acc.unschedulable_examples) < 5:
             self.acc.unschedulable_examples.append(msg)
 
+    def queued(self, run: Run, t: float) -> None:
+        """A pod entered the scheduling queue: its wait (unschedulable time) starts."""
+        self.acc.wait_start(run.spec.uid, t)
+
     def bound(self, run: Run, t: float, first: bool) -> None:
         """A pod was bound (`first`: for the first time, it counts as scheduled)."""
+        self.acc.wait_end(run.spec.uid, t)
         if first:
             self.acc.pods_scheduled += 1
             self.acc.pending.append(t - run.ready_t)
         if run.spec.qos == QoS.BE:
             self.acc.be_pending.append(t - run.ready_t)
 
+    def started(self, run: Run, t: float) -> None:
+        """A pod's first start: creation → running (no image pulls modelled), for the pod-startup SLO."""
+        self.acc.started(run.spec.uid, t - run.ready_t)
+
     def finished(self, run: Run, t: float) -> None:
         a = self.acc
         a.pods_finished += 1
+        a.finished(run.spec.uid)
         a.last_finish = max(a.last_finish, t)
         if run.spec.qos == QoS.LS:
             self.ls_life(run, t)
@@ -104,17 +115,20 @@ class Accounting:
         pend = run.bind_t - run.ready_t
         if run.sat_time > self.sla_saturated_fraction * life or pend > self.sla_pending_s:
             a.ls_violations += 1
+            a.flag(run.spec.uid, Anomaly.SLA_BREACH)
         if life > 0:
             a.ls_slowdown.append(run.slow_sum / life)
 
     def job_done(self, jct: float) -> None:
         self.acc.jct.append(jct)
 
-    def evicted(self) -> None:
+    def evicted(self, uid: str) -> None:
         self.acc.evictions += 1
+        self.acc.flag(uid, Anomaly.EVICTED)
 
-    def migrated(self) -> None:
+    def migrated(self, uid: str) -> None:
         self.acc.migrations += 1
+        self.acc.flag(uid, Anomaly.PREEMPTED_OR_MIGRATED)
 
     def traffic(self, cross_node_mb: float, cross_rack_mb: float) -> None:
         self.acc.cross_node_mb += cross_node_mb
@@ -136,6 +150,8 @@ class Accounting:
         if pods are still `active`)."""
         a = self.acc
         a.pods_unschedulable += stuck
+        # Pods still pending waited until the end; with nothing left running or starting, for ever.
+        a.close_waits(now, forever=not active)
         if a.first_arrival is not None:
             end = now if active else a.last_finish
             a.busy_s = max(0.0, end - a.first_arrival)

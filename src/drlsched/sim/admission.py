@@ -24,9 +24,9 @@ def draw_startup(rng: np.random.Generator, mean_s: float, std_s: float) -> float
 class Admission:
     def __init__(self, cluster: Cluster, shapes: ShapeCounter, rng: np.random.Generator, startup: tuple[float, float],
                  allow_unschedulable: bool, series_for: Callable[[PodSpec], int],
-                 unschedulable: Callable[[str], None]) -> None:
+                 unschedulable: Callable[[str, PodSpec], None]) -> None:
         """`rng`: per-pod draws in arrival order (the same for every policy); `series_for`: the real usage series
-        an arriving pod replays; `unschedulable(msg)` counts a pod that fits no empty node."""
+        an arriving pod replays; `unschedulable(msg, spec)` counts a pod that fits no empty node."""
         self.cluster = cluster
         self.rng = rng
         self.startup = startup
@@ -97,5 +97,5 @@ class Admission:
                f"empty cluster: {reason}")
         if not self.allow_unschedulable:
             raise UserError(msg + "; pass --allow-unschedulable to count such pods and go on")
-        self.unschedulable(msg)
+        self.unschedulable(msg, spec)
         run.job.unplaceable = True

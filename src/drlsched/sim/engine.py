@@ -79,7 +79,7 @@ class Engine:
                                   cfg.check_invariants)
         self.relocation = Relocation(c, self.policy, self.runtime, self.clocks,
                                      lambda: draw_startup(rng_use, cfg.startup_mean_s, cfg.startup_std_s),
-                                     self.cycle.enqueue, self.accounting.migrated, self.accounting.evicted)
+                                     self._enqueue, self.accounting.migrated, self.accounting.evicted)
 
     # --- public -----------------------------------------------------------------------------------------------
 
@@ -114,7 +114,7 @@ class Engine:
             while (event := self.timeline.pop_due(t)) is not None:
                 self._dispatch(event[0], event[1], t, nxt is not None)
             for run in self.admission.released():
-                self.cycle.enqueue(run, t)
+                self._enqueue(run, t)
             if self.cycle.settle(t):
                 yield from self._schedule(t)
         self._finish()
@@ -160,7 +160,7 @@ class Engine:
         self.accounting.arrived(spec.arrival_s)
         run = self.admission.arrive(spec)
         if run is not None:
-            self.cycle.enqueue(run, spec.arrival_s)
+            self._enqueue(run, spec.arrival_s)
 
     def _dispatch(self, kind: int, data: object, t: float, more_arrivals: bool) -> None:
         if kind == NODE_DONE:
@@ -225,6 +225,10 @@ class Engine:
         jct = self.admission.finish(run, t)
         if jct is not None:
             self.accounting.job_done(jct)
+
+    def _enqueue(self, run: Run, t: float) -> None:
+        self.cycle.enqueue(run, t)
+        self.accounting.queued(run, t)
 
     def _bind(self, run: Run, d: Decision, options: list[Option], t: float) -> None:
         self.runtime.bind(run, d, options, t)

@@ -16,7 +16,7 @@ from drlsched.sim.ports import Progress, RuntimeOps, SlotView
 class Relocation:
     def __init__(self, cluster: Cluster, policy: Policy, runtime: RuntimeOps, clocks: Progress,
                  redraw: Callable[[], float], enqueue: Callable[[Run, float], None],
-                 migrated: Callable[[], None], evicted: Callable[[], None]) -> None:
+                 migrated: Callable[[str], None], evicted: Callable[[str], None]) -> None:
         """`redraw()` draws a new cold start; `enqueue` puts an evicted pod back in the queue; `migrated` and
         `evicted` count each move."""
         self.cluster = cluster
@@ -43,14 +43,14 @@ class Relocation:
         self.runtime.stop(run, t)
         if not c.feasible(run.req)[m.node]:  # type: ignore[arg-type]
             raise RuntimeError(f"policy {self.policy.name} migrated {m.pod_uid} to infeasible node {m.node}")
-        self.migrated()
+        self.migrated(m.pod_uid)
         self._restart(run, done)
         self.runtime.bind(run, Decision(m.node, run.gpus), [Option(run.gpus, run.req, c.feasible(run.req))], t)
 
     def evict(self, run: Run, t: float) -> None:
         done = self._progress(run, t)
         self.runtime.stop(run, t)
-        self.evicted()
+        self.evicted(run.spec.uid)
         self._restart(run, done)
         self.enqueue(run, t)
 

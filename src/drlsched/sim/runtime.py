@@ -67,6 +67,7 @@ class PodRuntime:
         run.state = RUNNING
         if run.start_t < 0:
             run.start_t = t
+            self.ledger.started(run, t)
         self.by_uid[spec.uid] = run
         read_s = self.traffic.shuffle_read(run, t)
         work = spec.work_s if spec.work_s is not None else INF
