@@ -8,6 +8,7 @@ from drlsched.errors import UserError
 from drlsched.fragmentation import TypicalPods
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
 from drlsched.policies.fgd import FGD
+from drlsched.policies.gpu_packing import BestFit, DotProduct, GpuClustering, GpuPacking
 from drlsched.policies.heuristics import DataLocal, FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
 from drlsched.policies.k8s_default import K8sDefault
 
@@ -21,6 +22,10 @@ BASELINES: dict[str, Callable[[], Policy]] = {
     "first-fit": FirstFit,
     "random": RandomFit,
     "data-local": DataLocal,
+    "best-fit": BestFit,
+    "dot-product": DotProduct,
+    "gpu-clustering": GpuClustering,
+    "gpu-packing": GpuPacking,
 }
 
 

@@ -85,6 +85,7 @@ class Policy:
     name = "policy"
     wants_data_nodes = False
     wants_reclaim_signals = False
+    needs_gpus = False  # GPU packing policies refuse a cluster without GPUs (`reset` raises UserError)
 
     def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
         self.cluster = cluster
