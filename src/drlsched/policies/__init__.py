@@ -7,7 +7,7 @@ from collections.abc import Callable
 from drlsched.errors import UserError
 from drlsched.fragmentation import TypicalPods
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
-from drlsched.policies.fgd import FGD
+from drlsched.policies.fgd import FGD, FGDPaper
 from drlsched.policies.gpu_packing import BestFit, DotProduct, GpuClustering, GpuPacking
 from drlsched.policies.heuristics import DataLocal, FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
 from drlsched.policies.k8s_default import K8sDefault
@@ -18,6 +18,7 @@ BASELINES: dict[str, Callable[[], Policy]] = {
     "most-allocated": MostAllocated,
     "tetris": Tetris,
     "fgd": FGD,
+    "fgd-paper": FGDPaper,
     "trimaran": Trimaran,
     "first-fit": FirstFit,
     "random": RandomFit,
