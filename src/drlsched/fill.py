@@ -103,11 +103,12 @@ def submission_order(pods: list[PodSpec], total_milli: int, max_demand: float,
 
 
 def paper_order(pods: list[PodSpec], total_milli: int, ratio: float, rng: np.random.Generator) -> list[PodSpec]:
-    """The FGD simulator's `-tune` workload, then its `--shuffle-pod`: the population plus pods drawn from it with
-    replacement while the next draw keeps the requested milli-GPU within ratio × the cluster's (the simulator
-    checks the draw's per-GPU share there, not its total: kept, as it decides where the list ends), or, for a
-    population above the ratio, pods removed at random until it is within; then all of it in a random order."""
-    pool = list(pods)
+    """The FGD simulator's `--shuffle-pod` then its `-tune` workload (`SortClusterPods`, then
+    `TunePodsByNodeTotalResource`, in that order): the population in a random order, then pods drawn from it with
+    replacement appended while the next draw keeps the requested milli-GPU within ratio × the cluster's (the
+    simulator checks the draw's per-GPU share there, not its total: kept, as it decides where the list ends); for a
+    population above the ratio, pods removed at random until it is within instead."""
+    pool = [pods[i] for i in rng.permutation(len(pods))]
     requested = sum(gpu_milli(p) for p in pool)
     goal = ratio * total_milli
     if requested < goal:
@@ -120,14 +121,14 @@ def paper_order(pods: list[PodSpec], total_milli: int, ratio: float, rng: np.ran
             requested += gpu_milli(pod)
     while requested > goal and pool:
         requested -= gpu_milli(pool.pop(int(rng.integers(len(pool)))))
-    return [pool[i] for i in rng.permutation(len(pool))]
+    return pool
 
 
 class Fill:
     """One fill of a cluster by a population, decisions taken by the caller: `decisions()` yields each pod that
     fits somewhere and takes a `Decision` or None (the pod fails); pods that fit nowhere fail without a question.
     The submission order comes from the seed's first `SeedSequence` child; `policy_rng` (the second) is for the
-    policy's tie-breaks."""
+    policy's tie-breaks; the third gives the paper protocol's node order (`node_rank`)."""
 
     def __init__(self, nodes: list[NodeSpec], pods: list[PodSpec], seed: int, max_demand: float,
                  protocol: str = "default") -> None:
@@ -135,9 +136,13 @@ class Fill:
             raise UserError(f"unknown --protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
         self.cluster = Cluster(nodes)
         self.pods, self.max_demand, self.protocol = pods, max_demand, protocol
-        order_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
+        # spawn(3)'s first two children are spawn(2)'s: the default protocol's orders are unchanged
+        order_seed, policy_seed, rank_seed = np.random.SeedSequence(seed).spawn(3)
         self.order_rng = np.random.default_rng(order_seed)
         self.policy_rng = np.random.default_rng(policy_seed)
+        # The paper protocol's tie-break order: the simulator prefixes the name-sorted nodes with a random
+        # permutation index (`syncClusterResourceList`) and takes the smallest name among equal scores.
+        self.node_rank = np.random.default_rng(rank_seed).permutation(len(nodes))
         self.shapes = ShapeCounter()
         for pod in pods:  # FGD's target workload: the population's GPU shapes, known up front
             r = self.cluster.request(pod)
@@ -193,7 +198,7 @@ def fill_once(run: FillRun) -> dict[str, np.ndarray]:
     if run.score_all_nodes and isinstance(policy, K8sDefault):
         policy.percentage = 100
     if run.protocol == "paper":
-        policy.tie_break = "name"  # the FGD simulator's selectHost: the smallest node name among the best
+        policy.tie_break, policy.node_rank = "rank", fill.node_rank  # the simulator's selectHost (Fill)
         if isinstance(policy, RandomFit):
             policy.random_gpu = True  # its Random runs with the random GPU choice (`-gpusel random`)
     policy.reset(fill.cluster, fill.policy_rng)

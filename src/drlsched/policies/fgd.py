@@ -149,7 +149,7 @@ class FGD(Policy):
 class FGDPaper(FGD):
     """FGD exactly as the paper's simulator scores it: its target workload (`TypicalPods.paper`: CPU-only pods
     included, 95% coverage, count / all pods) and its integer score int(100 · sigmoid(−growth / 1000)), the highest
-    score winning with a uniform random tie-break. The integer steps (≈ 40 milli-GPU of growth each near 0) make
+    score winning (ties: `Policy.tie_break`). The integer steps (≈ 40 milli-GPU of growth each near 0) make
     many nodes tie, so this is `fgd` with coarse scores and random choices among near-equals."""
 
     name = "fgd-paper"
