@@ -8,6 +8,7 @@ from drlsched.errors import UserError
 from drlsched.fragmentation import TypicalPods
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
 from drlsched.policies.fgd import FGD, FGDPaper
+from drlsched.policies.fgd_lookahead import FGDLookahead
 from drlsched.policies.gpu_packing import BestFit, DotProduct, GpuClustering, GpuPacking
 from drlsched.policies.heuristics import DataLocal, FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
 from drlsched.policies.k8s_default import K8sDefault
@@ -19,6 +20,7 @@ BASELINES: dict[str, Callable[[], Policy]] = {
     "tetris": Tetris,
     "fgd": FGD,
     "fgd-paper": FGDPaper,
+    "fgd-lookahead": FGDLookahead,
     "trimaran": Trimaran,
     "first-fit": FirstFit,
     "random": RandomFit,
