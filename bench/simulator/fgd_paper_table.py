@@ -22,7 +22,7 @@ from drlsched.fill import PAPER_LEVELS, FillRun, paper_summary, run_all
 from drlsched.machine import machine_info
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TRACE = ROOT.parents[1] / "shared" / "traces" / "alibaba-gpu-v2023"
+DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 # policy -> (paper's name, its medians at 90/95/100/130%)
 PAPER = {
     "fgd-paper": ("FGD", (10.00, 5.09, 4.77, 4.60)),

@@ -65,13 +65,32 @@ def fragmentation_ratio(gpu_free: np.ndarray, cpu_left: np.ndarray, model_bit: n
     return float(node_fragmentation(gpu_free, cpu_left, model_bit, typical).sum()) / idle
 
 
-class ShapeCounter:
-    """Counts arriving GPU pod shapes; the FGD target workload is the most common shapes, renormalised."""
+MIN_SHAPE_CHANGE = 0.01  # total variation distance below which a refreshed shape distribution is not published
 
-    def __init__(self, refresh_every: int = 64) -> None:
+
+def _as_dict(t: TypicalPods) -> dict[tuple[int, int, int, int], float]:
+    keys = zip(t.cpu.tolist(), t.gpus.tolist(), t.gpu_milli.tolist(), t.model_mask.tolist(), strict=True)
+    return dict(zip(keys, t.freq.tolist(), strict=True))
+
+
+def shape_distance(a: TypicalPods, b: TypicalPods) -> float:
+    """Total variation distance between two typical-shape distributions (0 = the same, 1 = disjoint)."""
+    pa, pb = _as_dict(a), _as_dict(b)
+    return 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
+
+
+class ShapeCounter:
+    """Counts arriving GPU pod shapes; the FGD target workload is the most common shapes, renormalised.
+
+    Every `refresh_every` GPU pods the distribution is rebuilt, and published (a new `current`) only when it
+    moved by more than `min_change` (total variation) from the published one: a new `current` makes every
+    consumer recompute its per-node state (FGD's score cache, the fragmentation tracker), and once a workload's
+    mix has settled, 64 more pods move it by far less than that."""
+
+    def __init__(self, refresh_every: int = 64, min_change: float = MIN_SHAPE_CHANGE) -> None:
         self.counts: Counter[tuple[int, int, int, int]] = Counter()
         self.cpu_counts: Counter[int] = Counter()  # CPU-only pods by CPU request (for `TypicalPods.paper`)
-        self.refresh_every = refresh_every
+        self.refresh_every, self.min_change = refresh_every, min_change
         self.since = 0
         self.current: TypicalPods | None = None
 
@@ -82,7 +101,9 @@ class ShapeCounter:
         self.counts[(cpu, gpus, gpu_milli, model_mask)] += 1
         self.since += 1
         if self.current is None or self.since >= self.refresh_every:
-            self.current = self._build()
+            fresh = self._build()
+            if self.current is None or shape_distance(fresh, self.current) > self.min_change:
+                self.current = fresh
             self.since = 0
 
     def settle(self) -> None:

@@ -18,6 +18,7 @@ from drlsched.workload import GPU_MILLI
 
 MAX_SCORE = 100
 MAX_CACHED_REQUESTS = 256  # bounds the memory: 256 x nodes x 24 bytes (30 MB at 5,000 nodes)
+MIN_DISTINCT_ROWS = 64  # below this many stale rows, finding the distinct states costs more than it saves
 
 
 def paper_score(delta: np.ndarray, typical: TypicalPods, milli_total: int) -> np.ndarray:
@@ -116,11 +117,30 @@ class _Scores:
         delta, choice, seen = entry
         stale = nodes[seen[nodes] != self.version[nodes]]
         if stale.size:
-            delta[stale], choice[stale] = fgd_delta(self.free[stale], self.cpu_left[stale],
-                                                    self.cluster.node_model_bit[stale], r.cpu, r.gpus,
-                                                    r.gpu_milli, typical, self.paper)
+            rows, back = self._distinct(stale, r.cpu, typical)
+            d, ch = fgd_delta(self.free[rows], self.cpu_left[rows], self.cluster.node_model_bit[rows], r.cpu,
+                              r.gpus, r.gpu_milli, typical, self.paper)
+            delta[stale], choice[stale] = (d, ch) if back is None else (d[back], ch[back])
             seen[stale] = self.version[stale]
         return delta[nodes], choice[nodes]
+
+    def _distinct(self, stale: np.ndarray, cpu: int, typical: TypicalPods) -> tuple[np.ndarray, np.ndarray | None]:
+        """Nodes of `stale` in distinct states for the score, and each stale node's index among them (None: all
+        distinct or too few to be worth it). FGD's score reads a node's CPU only through `cpu_left >= shape's
+        CPU` before and after the pod, so the state is the free milli per GPU, the GPU model and those two
+        counts: after a new typical-shape set, when every node is rescored, openb's 1,213 GPU nodes are
+        190-830 distinct states in a fill."""
+        if stale.size < MIN_DISTINCT_ROWS:
+            return stale, None
+        thresholds = np.unique(typical.cpu)
+        left = self.cpu_left[stale]
+        key = np.column_stack((self.free[stale], self.cluster.node_model_bit[stale],
+                               np.searchsorted(thresholds, left, side="right"),
+                               np.searchsorted(thresholds, left - cpu, side="right")))
+        _, first, back = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        if first.size == stale.size:
+            return stale, None
+        return stale[first], back.reshape(-1)
 
 
 class FGD(Policy):
