@@ -159,3 +159,16 @@ def test_scoring_distinct_node_states_once_gives_every_node_its_own_score(paper)
         want = fgd_delta(c.gpu_free[feasible], (c.cap_cpu - c.req_cpu)[feasible], c.node_model_bit[feasible],
                          r.cpu, r.gpus, r.gpu_milli, typical, paper)
         assert got[0] == pytest.approx(want[0]) and got[1].tolist() == want[1].tolist()
+
+
+def test_distinct_rows_groups_equal_rows_exactly_even_when_the_hash_collides(monkeypatch):
+    import drlsched.policies.fgd as fgd
+
+    rng = np.random.default_rng(9)
+    key = np.column_stack((rng.choice([0, 250, 500, 1000], size=(400, 8)), rng.integers(0, 3, (400, 3))))
+    key = np.concatenate([key, key[:100]])  # 100 rows certainly repeated
+    for mult in (fgd._HASH_MULT, np.zeros_like(fgd._HASH_MULT)):  # zeros: every row hashes alike
+        monkeypatch.setattr(fgd, "_HASH_MULT", mult)
+        first, back = fgd.distinct_rows(key)
+        assert np.array_equal(key[first][back], key)
+        assert first.size == np.unique(key, axis=0).shape[0]

@@ -30,15 +30,18 @@ def paper_score(delta: np.ndarray, typical: TypicalPods, milli_total: int) -> np
 
 
 def fgd_delta(free: np.ndarray, cpu_left: np.ndarray, model_bit: np.ndarray, cpu: int, gpus: int, milli: int,
-              typical: TypicalPods, paper: bool = False) -> tuple[np.ndarray, np.ndarray]:
+              typical: TypicalPods, paper: bool = False, before: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Fragmentation growth (milli-GPU) of placing a (cpu, gpus, milli) request on each node row, and the GPU a
     share goes to (-1 for whole GPUs or none: the lowest free ones are taken).
 
     free: int64[R, G] free milli per GPU slot; cpu_left: int64[R]; model_bit: int64[R]. A share is tried on
     every GPU that can hold it and the node keeps its best GPU (the lowest index among equals; with `paper`, the
-    best by the simulator's integer score, `paper_score`). The rows must be feasible for the request.
+    best by the simulator's integer score, `paper_score`). The rows must be feasible for the request. `before`:
+    the rows' fragmentation now, when the caller has it (it does not depend on the request).
     """
-    before = node_fragmentation(free, cpu_left, model_bit, typical)
+    if before is None:
+        before = node_fragmentation(free, cpu_left, model_bit, typical)
     cpu_after = cpu_left - cpu
     rows = np.arange(free.shape[0])
     if gpus == 1 and milli < GPU_MILLI:
@@ -92,12 +95,16 @@ class _Scores:
         self.cpu_left = cluster.cap_cpu - cluster.req_cpu
         self.version = np.zeros(cluster.size, dtype=np.int64)
         self.by_request: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # Each node's fragmentation now (for the typical set), shared by every request's delta; -1: not current.
+        self.before = np.zeros(cluster.size)
+        self.before_seen = np.full(cluster.size, -1, dtype=np.int64)
 
     def _sync(self, typical: TypicalPods) -> None:
         c = self.cluster
         if typical is not self.typical or len(self.by_request) > MAX_CACHED_REQUESTS:
             self.typical = typical
             self.by_request.clear()
+            self.before_seen[:] = -1
         cpu_left = c.cap_cpu - c.req_cpu
         changed = (c.gpu_free != self.free).any(axis=1) | (cpu_left != self.cpu_left)
         if changed.any():
@@ -119,10 +126,19 @@ class _Scores:
         if stale.size:
             rows, back = self._distinct(stale, r.cpu, typical)
             d, ch = fgd_delta(self.free[rows], self.cpu_left[rows], self.cluster.node_model_bit[rows], r.cpu,
-                              r.gpus, r.gpu_milli, typical, self.paper)
+                              r.gpus, r.gpu_milli, typical, self.paper, self._before(rows, typical))
             delta[stale], choice[stale] = (d, ch) if back is None else (d[back], ch[back])
             seen[stale] = self.version[stale]
         return delta[nodes], choice[nodes]
+
+    def _before(self, rows: np.ndarray, typical: TypicalPods) -> np.ndarray:
+        """The rows' fragmentation now, recomputed only where a node changed since (or the typical set did)."""
+        old = rows[self.before_seen[rows] != self.version[rows]]
+        if old.size:
+            self.before[old] = node_fragmentation(self.free[old], self.cpu_left[old],
+                                                  self.cluster.node_model_bit[old], typical)
+            self.before_seen[old] = self.version[old]
+        return self.before[rows]
 
     def _distinct(self, stale: np.ndarray, cpu: int, typical: TypicalPods) -> tuple[np.ndarray, np.ndarray | None]:
         """Nodes of `stale` in distinct states for the score, and each stale node's index among them (None: all
@@ -137,10 +153,28 @@ class _Scores:
         key = np.column_stack((self.free[stale], self.cluster.node_model_bit[stale],
                                np.searchsorted(thresholds, left, side="right"),
                                np.searchsorted(thresholds, left - cpu, side="right")))
-        _, first, back = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        first, back = distinct_rows(key)
         if first.size == stale.size:
             return stale, None
-        return stale[first], back.reshape(-1)
+        return stale[first], back
+
+
+def distinct_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, back) for the rows of int64[R, C] `key`: the index of one row per distinct value, and each row's
+    index into `first` (key[first][back] == key). Rows are grouped by a 64-bit hash (a wrapping dot product with
+    fixed odd multipliers: a 1-D unique instead of np.unique(axis=0)'s sort of structured rows, 5-10x slower,
+    which was most of FGD's cost in `simulate`, where every new typical-shape set rescores every node) and the
+    grouping is checked exactly; on a collision np.unique(axis=0) decides."""
+    if key.shape[1] <= _HASH_MULT.size:
+        _, first, back = np.unique(key @ _HASH_MULT[: key.shape[1]], return_index=True, return_inverse=True)
+        back = back.reshape(-1)
+        if np.array_equal(key[first][back], key):
+            return first, back
+    _, first, back = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, back.reshape(-1)
+
+
+_HASH_MULT = np.random.default_rng(26).integers(1, 2**62, size=32, dtype=np.int64) | 1
 
 
 class FGD(Policy):
