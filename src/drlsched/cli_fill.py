@@ -13,9 +13,25 @@ from drlsched.cli_args import non_negative_int, positive_int
 from drlsched.cli_common import parse_policies, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import default_jobs, to_jsonable
-from drlsched.fill import BASELINE, FillRun, check_inputs, demand_levels, gpu_milli, never_fit, run_all, summarise
+from drlsched.fill import (
+    BASELINE,
+    PAPER_LEVELS,
+    PROTOCOLS,
+    FillRun,
+    check_inputs,
+    demand_levels,
+    gpu_milli,
+    never_fit,
+    paper_summary,
+    run_all,
+    summarise,
+)
 from drlsched.scenarios import SCENARIOS
 from drlsched.traces import add_trace_arguments
+from drlsched.traces.csvio import BadRows
+from drlsched.traces.openb_v2023 import NAME as OPENB
+from drlsched.traces.openb_v2023 import PAPER_NODES, read_node_list
+from drlsched.workload import NodeSpec
 
 MAX_SEEDS = 1000
 # (point key, title, scale, format) of the report's tables
@@ -42,6 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=non_negative_int, default=0, help="first seed (default 0)")
     p.add_argument("--max-demand", type=float, default=1.3, metavar="D",
                    help="stop when the GPUs requested reach D x the cluster's GPUs (default 1.3)")
+    p.add_argument("--protocol", default="default", metavar="NAME",
+                   help="default: a permutation of the population, then draws with replacement to --max-demand; "
+                        "paper: the FGD paper's (population plus draws to --max-demand, all shuffled; the table "
+                        "and plot by arrived workload, median and 25-75%% band; on an openb directory holding "
+                        "openb_node_list_gpu_node.csv its 1,213 GPU nodes are the cluster)")
+    p.add_argument("--score-all-nodes", action="store_true",
+                   help="k8s-default scores every feasible node (percentageOfNodesToScore 100) instead of "
+                        "kube-scheduler's adaptive sample (50 - nodes/125 %%, at least 100 nodes)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--jobs", type=positive_int, default=default_jobs(), help="parallel worker processes (default: "
                                                                               "up to 2)")
@@ -53,9 +77,14 @@ def cmd_fill(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
     if args.seeds > MAX_SEEDS:
         raise UserError(f"--seeds must be at most {MAX_SEEDS}, got {args.seeds}")
+    if args.protocol not in PROTOCOLS:
+        raise UserError(f"unknown --protocol {args.protocol!r}; known: {', '.join(PROTOCOLS)}")
     workload = workload_source(args)(args.seed)
     workload.validate_nodes()
     pods = list(workload.iter_pods())
+    nodes = paper_nodes(args) if args.protocol == "paper" else None
+    if nodes is not None:
+        workload.nodes[:] = nodes
     check_inputs(workload.nodes, pods, args.max_demand)
     out = Path(args.out)
     try:
@@ -63,7 +92,8 @@ def cmd_fill(args: argparse.Namespace) -> int:
     except OSError as err:
         raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
     seeds = [args.seed + i for i in range(args.seeds)]
-    specs = [FillRun(p, s, workload.nodes, pods, args.max_demand) for s in seeds for p in policies]
+    specs = [FillRun(p, s, workload.nodes, pods, args.max_demand, args.protocol, args.score_all_nodes)
+             for s in seeds for p in policies]
     t0 = time.perf_counter()
     curves = run_all(specs, args.jobs)
     wall = time.perf_counter() - t0
@@ -80,15 +110,23 @@ def cmd_fill(args: argparse.Namespace) -> int:
             "population_gpu_demand": sum(gpu_milli(p) for p in pods) / 1000 / total_gpus,
             "population_pods_fitting_no_node": never_fit(workload.nodes, pods),
             "policies": policies, "seeds": len(seeds), "seed_list": seeds, "max_demand": args.max_demand,
-            "demand_levels": demand_levels(args.max_demand), "wall_s": wall}
-    results = {"meta": meta, "policies": summary}
+            "demand_levels": demand_levels(args.max_demand), "wall_s": wall, "protocol": args.protocol,
+            "node_list": "openb_node_list_gpu_node.csv" if nodes is not None else None,
+            "k8s_default_nodes_scored": "all" if args.score_all_nodes else "adaptive sample"}
+    results: dict[str, object] = {"meta": meta, "policies": summary}
+    paper = paper_summary(runs, policies) if args.protocol == "paper" else None
+    if paper is not None:
+        results["paper"] = paper
     try:
         (out / "results.json").write_text(json.dumps(to_jsonable(results), indent=2) + "\n")
         plots = write_plots(out, summary, policies)
-        report = write_report(out, summary, policies, meta, plots)
+        if paper is not None:
+            plots.append(write_paper_plot(out, paper, policies))
+        report = write_report(out, summary, policies, meta, plots, paper)
     except OSError as err:
         raise UserError(f"cannot write to {out}: {err.strerror}") from None
-    print(table(summary, policies, "gpu_unallocated", 1.0, "{:.0f}"))
+    print(paper_table(paper, policies) if paper is not None else
+          table(summary, policies, "gpu_unallocated", 1.0, "{:.0f}"))
     print(f"\n{len(specs)} fills in {wall:.1f} s; results: {out / 'results.json'}, report: {report}")
     return 0
 
@@ -120,8 +158,57 @@ def _paired_table(summary: dict[str, dict], policies: list[str]) -> str:
     return "\n".join(rows)
 
 
+def paper_nodes(args: argparse.Namespace) -> list[NodeSpec] | None:
+    """The FGD paper's cluster when the trace is an openb directory holding its GPU node list (and --nodes does not
+    ask for another size), else None (the workload's own nodes)."""
+    if args.trace is None or args.trace_format != OPENB or args.nodes is not None:
+        return None
+    path = Path(args.trace) / PAPER_NODES
+    if not path.is_file():
+        return None
+    return read_node_list(path, BadRows(skip=args.skip_bad_rows))
+
+
+def paper_table(paper: dict[str, dict], policies: list[str]) -> str:
+    """Unallocated GPU % by arrived workload: median [25-75%] over the seeds, the paper's table."""
+    rows = ["| Policy | " + " | ".join(f"{level}%" for level in PAPER_LEVELS) + " |",
+            "|---|" + "---|" * len(PAPER_LEVELS)]
+    for policy in policies:
+        cells = []
+        for entry in paper[policy]["table"]:
+            q = entry["gpu_unallocated_pct"]
+            cells.append(f"{q['median']:.2f} [{q['q25']:.2f}–{q['q75']:.2f}]" if q["n"] else "n/a")
+        rows.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def write_paper_plot(out: Path, paper: dict[str, dict], policies: list[str]) -> str:
+    """The paper's figure: unallocated GPU % against the arrived workload, median and 25-75% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for policy in policies:
+        pts = [(e["arrived"], e["gpu_unallocated_pct"]) for e in paper[policy]["curve"]
+               if e["gpu_unallocated_pct"]["n"]]
+        x = np.array([a for a, _ in pts])
+        ax.plot(x, [q["median"] for _, q in pts], label=policy, linewidth=1)
+        ax.fill_between(x, [q["q25"] for _, q in pts], [q["q75"] for _, q in pts], alpha=0.2)
+    ax.set_xlabel("Arrived workload (% of cluster GPU capacity)")
+    ax.set_ylabel("Unallocated GPU (%)")
+    ax.set_title("Unallocated GPUs (median, 25-75% band over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = "paper_unallocated_gpu_pct.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta: dict[str, object],
-                 plots: list[str]) -> Path:
+                 plots: list[str], paper: dict[str, dict] | None = None) -> Path:
     lines = [f"# drlsched fill: {meta['workload']}", "",
              f"{meta['nodes']} nodes, {meta['cluster_gpus']} GPUs; population of {meta['population_pods']} pods "
              f"requesting {meta['population_gpu_demand']:.1%} of the GPUs "
@@ -130,6 +217,11 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
              f"orders ({', '.join(map(str, meta['seed_list']))}), the same for every policy; no pod leaves. "
              "Columns: GPU demand submitted so far (GPUs requested / cluster GPUs). Values: mean ± half-width of "
              "the 95% confidence interval over the seeds (Student t). Definitions: docs/fill.md.", ""]
+    if paper is not None:
+        lines += ["## Unallocated GPU % by arrived workload (the FGD paper's protocol and table)", "",
+                  "Median [25–75%] over the seeds; arrived = GPU milli submitted / cluster's; a level's value is "
+                  "100 − the mean allocated % over the pods whose arrived % rounds to it.", "",
+                  paper_table(paper, policies), ""]
     for key, title, scale, fmt in TABLES:
         lines += [f"## {title}", "", table(summary, policies, key, scale, fmt), ""]
     paired = _paired_table(summary, policies)

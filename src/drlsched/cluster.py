@@ -87,6 +87,9 @@ class Cluster:
         self.full_free_gpus = self.gpu_count.copy()  # GPUs with nothing on them
         self.max_gpu_free = np.where(self.gpu_count > 0, GPU_MILLI, 0).astype(np.int64)
         self.used_gpu_milli = np.zeros(n, dtype=np.int64)
+        # GPU pods on each node by kind (FGD simulator's "GPU affinity", for gpu-clustering): column 0 counts
+        # GPU-share pods, column k pods of k whole GPUs.
+        self.gpu_kind_pods = np.zeros((n, self.gpu_exists.shape[1] + 1), dtype=np.int64)
         self.starting_cpu = np.zeros(n, dtype=np.int64)  # requests of pods bound but still starting
         # Measured usage, summed over the node's running pods (refreshed by the simulator's usage ticks).
         self.use_cpu = np.zeros(n, dtype=np.float64)
@@ -226,6 +229,7 @@ class Cluster:
             for g in gpu_ids:
                 row[g] -= sign * r.gpu_milli
             self.used_gpu_milli[node] += sign * r.gpu_milli * len(gpu_ids)
+            self.gpu_kind_pods[node, gpu_kind(r.gpus, r.gpu_milli)] += sign
             exists = self.gpu_exists[node]
             self.full_free_gpus[node] = int(np.count_nonzero((row == GPU_MILLI) & exists))
             self.max_gpu_free[node] = int(row.max())
@@ -237,6 +241,11 @@ class Cluster:
         assert np.all(self.req_cpu >= 0) and np.all(self.req_mem >= 0), "negative requests"
         assert np.all(self.pods <= self.max_pods), "too many pods"
         assert np.all((self.gpu_free >= 0) & (self.gpu_free <= GPU_MILLI)), "GPU share out of range"
+
+
+def gpu_kind(gpus: int, milli: int) -> int:
+    """A GPU request's kind: 0 for a share of one GPU, k for k whole GPUs (a column of `gpu_kind_pods`)."""
+    return 0 if milli < GPU_MILLI else gpus
 
 
 def fits_cpu_mem(cpu: np.ndarray, mem: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ from drlsched.evaluate import mean_ci
 from drlsched.fragmentation import FragmentationTracker, ShapeCounter
 from drlsched.policies import make_policy
 from drlsched.policies.base import Decision, PodContext
+from drlsched.policies.heuristics import RandomFit
+from drlsched.policies.k8s_default import K8sDefault
 from drlsched.sched.cycle import fits_somewhere, pod_context
 from drlsched.workload import GPU_MILLI, NodeSpec, PodSpec
 
@@ -45,6 +47,13 @@ class FillRun:
     nodes: list[NodeSpec]
     pods: list[PodSpec]
     max_demand: float
+    protocol: str = "default"  # or "paper" (PROTOCOLS)
+    score_all_nodes: bool = False  # k8s-default scores every feasible node (percentageOfNodesToScore 100)
+
+
+PROTOCOLS = ("default", "paper")
+PAPER_LEVELS = (90, 95, 100, 130)  # arrived workload (%) of the FGD paper's table
+PAPER_CURVE = range(75, 131)  # the x axis of its figure (and past it, to 130%)
 
 
 def gpu_milli(pod: PodSpec) -> int:
@@ -93,18 +102,47 @@ def submission_order(pods: list[PodSpec], total_milli: int, max_demand: float,
         submitted += gpu_milli(pod)
 
 
+def paper_order(pods: list[PodSpec], total_milli: int, ratio: float, rng: np.random.Generator) -> list[PodSpec]:
+    """The FGD simulator's `--shuffle-pod` then its `-tune` workload (`SortClusterPods`, then
+    `TunePodsByNodeTotalResource`, in that order): the population in a random order, then pods drawn from it with
+    replacement appended while the next draw keeps the requested milli-GPU within ratio × the cluster's (the
+    simulator checks the draw's per-GPU share there, not its total: kept, as it decides where the list ends); for a
+    population above the ratio, pods removed at random until it is within instead."""
+    pool = [pods[i] for i in rng.permutation(len(pods))]
+    requested = sum(gpu_milli(p) for p in pool)
+    goal = ratio * total_milli
+    if requested < goal:
+        while True:
+            pod = pods[int(rng.integers(len(pods)))]
+            share = (pod.gpu_milli or GPU_MILLI) if pod.gpus else 0
+            if requested + share > goal:
+                break
+            pool.append(pod)
+            requested += gpu_milli(pod)
+    while requested > goal and pool:
+        requested -= gpu_milli(pool.pop(int(rng.integers(len(pool)))))
+    return pool
+
+
 class Fill:
     """One fill of a cluster by a population, decisions taken by the caller: `decisions()` yields each pod that
     fits somewhere and takes a `Decision` or None (the pod fails); pods that fit nowhere fail without a question.
     The submission order comes from the seed's first `SeedSequence` child; `policy_rng` (the second) is for the
-    policy's tie-breaks."""
+    policy's tie-breaks; the third gives the paper protocol's node order (`node_rank`)."""
 
-    def __init__(self, nodes: list[NodeSpec], pods: list[PodSpec], seed: int, max_demand: float) -> None:
+    def __init__(self, nodes: list[NodeSpec], pods: list[PodSpec], seed: int, max_demand: float,
+                 protocol: str = "default") -> None:
+        if protocol not in PROTOCOLS:
+            raise UserError(f"unknown --protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
         self.cluster = Cluster(nodes)
-        self.pods, self.max_demand = pods, max_demand
-        order_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
+        self.pods, self.max_demand, self.protocol = pods, max_demand, protocol
+        # spawn(3)'s first two children are spawn(2)'s: the default protocol's orders are unchanged
+        order_seed, policy_seed, rank_seed = np.random.SeedSequence(seed).spawn(3)
         self.order_rng = np.random.default_rng(order_seed)
         self.policy_rng = np.random.default_rng(policy_seed)
+        # The paper protocol's tie-break order: the simulator prefixes the name-sorted nodes with a random
+        # permutation index (`syncClusterResourceList`) and takes the smallest name among equal scores.
+        self.node_rank = np.random.default_rng(rank_seed).permutation(len(nodes))
         self.shapes = ShapeCounter()
         for pod in pods:  # FGD's target workload: the population's GPU shapes, known up front
             r = self.cluster.request(pod)
@@ -116,7 +154,12 @@ class Fill:
 
     def decisions(self) -> Generator[PodContext, Decision | None, dict[str, np.ndarray]]:
         c = self.cluster
-        for pod in submission_order(self.pods, c.total_gpu_milli, self.max_demand, self.order_rng):
+        if self.protocol == "paper":
+            order: Iterator[PodSpec] = iter(paper_order(self.pods, c.total_gpu_milli, self.max_demand,
+                                                        self.order_rng))
+        else:
+            order = submission_order(self.pods, c.total_gpu_milli, self.max_demand, self.order_rng)
+        for pod in order:
             milli = gpu_milli(pod)
             self.submitted += milli
             ctx = pod_context(pod, c, 0.0, typical=self.shapes.current)
@@ -150,8 +193,14 @@ class Fill:
 def fill_once(run: FillRun) -> dict[str, np.ndarray]:
     """Fills the cluster once under a policy: per submitted pod, the series named in SERIES; and the cluster's
     milli-GPU (`total_milli`), the pods placed and the wall time of the placements (`placed`, `wall_s`)."""
-    fill = Fill(run.nodes, run.pods, run.seed, run.max_demand)
+    fill = Fill(run.nodes, run.pods, run.seed, run.max_demand, run.protocol)
     policy = make_policy(run.policy)
+    if run.score_all_nodes and isinstance(policy, K8sDefault):
+        policy.percentage = 100
+    if run.protocol == "paper":
+        policy.tie_break, policy.node_rank = "rank", fill.node_rank  # the simulator's selectHost (Fill)
+        if isinstance(policy, RandomFit):
+            policy.random_gpu = True  # its Random runs with the random GPU choice (`-gpusel random`)
     policy.reset(fill.cluster, fill.policy_rng)
     wall0 = time.perf_counter()
     gen = fill.decisions()
@@ -223,6 +272,43 @@ def summarise(runs: dict[tuple[str, int], dict[str, np.ndarray]], policies: list
             base = {seed: c for (p, seed), c in runs.items() if p == BASELINE}
             entry[f"paired_vs_{BASELINE}"] = _paired(mine, base, levels)
         out[policy] = entry
+    return out
+
+
+def paper_value(curve: dict[str, np.ndarray], level: int) -> float | None:
+    """Unallocated GPU % at an arrived workload of `level` %, as the FGD paper's analysis reads a run: the mean
+    allocated % (rounded to 0.01) over the pods after which the arrived % rounds to `level` (else to within 1),
+    taken from 100; None when no pod is that near."""
+    arrived = np.round(100.0 * curve["demand"])
+    alloc = np.round(100.0 * curve["allocated_milli"] / float(curve["total_milli"]), 2)
+    at = alloc[arrived == level]
+    if at.size == 0:
+        at = alloc[np.abs(arrived - level) <= 1]
+    return None if at.size == 0 else float(100.0 - round(float(at.mean()), 2))
+
+
+def quartiles(values: list[float]) -> dict[str, float]:
+    """Median and the 25-75% band over seeds (the paper's plotted statistics)."""
+    if not values:
+        return {"median": math.nan, "q25": math.nan, "q75": math.nan, "n": 0}
+    q25, med, q75 = np.percentile(values, [25, 50, 75])
+    return {"median": float(med), "q25": float(q25), "q75": float(q75), "n": len(values)}
+
+
+def paper_summary(runs: dict[tuple[str, int], dict[str, np.ndarray]], policies: list[str]
+                  ) -> dict[str, dict[str, list[dict[str, object]]]]:
+    """Per policy: the unallocated GPU % at the paper's arrived levels (`table`) and on its x axis (`curve`),
+    median and 25-75% band over the seeds."""
+    out = {}
+    for policy in policies:
+        curves = [c for (p, _), c in sorted(runs.items(), key=lambda kv: kv[0][1]) if p == policy]
+
+        def stat(level: int, curves: list[dict[str, np.ndarray]] = curves) -> dict[str, object]:
+            values = [v for v in (paper_value(c, level) for c in curves) if v is not None]
+            return {"arrived": level, "gpu_unallocated_pct": quartiles(values)}
+
+        out[policy] = {"table": [stat(level) for level in PAPER_LEVELS],
+                       "curve": [stat(level) for level in PAPER_CURVE]}
     return out
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from drlsched.metrics import Accumulator
 
 MAX_TYPICAL_SHAPES = 64
+PAPER_COVERAGE = 0.95  # the FGD simulator's podPopularityThreshold (95%)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,11 @@ class TypicalPods:
     gpu_milli: np.ndarray  # int64[K]
     model_mask: np.ndarray  # int64[K]; 0 = any model
     freq: np.ndarray  # float64[K], sums to 1
+    # The FGD simulator's own target workload (`fgd-paper`): the most common shapes of all pods, CPU-only ones
+    # included, until they cover PAPER_COVERAGE of the pods, each weighted by its count / all pods. Its CPU-only
+    # shapes are summed into `cpu_freq`: for them the simulator counts every idle GPU share as fragmented.
+    paper: TypicalPods | None = None
+    cpu_freq: float = 0.0
 
 
 def node_fragmentation(gpu_free: np.ndarray, cpu_left: np.ndarray, model_bit: np.ndarray,
@@ -59,22 +65,45 @@ def fragmentation_ratio(gpu_free: np.ndarray, cpu_left: np.ndarray, model_bit: n
     return float(node_fragmentation(gpu_free, cpu_left, model_bit, typical).sum()) / idle
 
 
-class ShapeCounter:
-    """Counts arriving GPU pod shapes; the FGD target workload is the most common shapes, renormalised."""
+MIN_SHAPE_CHANGE = 0.01  # total variation distance below which a refreshed shape distribution is not published
 
-    def __init__(self, refresh_every: int = 64) -> None:
+
+def _as_dict(t: TypicalPods) -> dict[tuple[int, int, int, int], float]:
+    keys = zip(t.cpu.tolist(), t.gpus.tolist(), t.gpu_milli.tolist(), t.model_mask.tolist(), strict=True)
+    return dict(zip(keys, t.freq.tolist(), strict=True))
+
+
+def shape_distance(a: TypicalPods, b: TypicalPods) -> float:
+    """Total variation distance between two typical-shape distributions (0 = the same, 1 = disjoint)."""
+    pa, pb = _as_dict(a), _as_dict(b)
+    return 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
+
+
+class ShapeCounter:
+    """Counts arriving GPU pod shapes; the FGD target workload is the most common shapes, renormalised.
+
+    Every `refresh_every` GPU pods the distribution is rebuilt, and published (a new `current`) only when it
+    moved by more than `min_change` (total variation) from the published one: a new `current` makes every
+    consumer recompute its per-node state (FGD's score cache, the fragmentation tracker), and once a workload's
+    mix has settled, 64 more pods move it by far less than that."""
+
+    def __init__(self, refresh_every: int = 64, min_change: float = MIN_SHAPE_CHANGE) -> None:
         self.counts: Counter[tuple[int, int, int, int]] = Counter()
-        self.refresh_every = refresh_every
+        self.cpu_counts: Counter[int] = Counter()  # CPU-only pods by CPU request (for `TypicalPods.paper`)
+        self.refresh_every, self.min_change = refresh_every, min_change
         self.since = 0
         self.current: TypicalPods | None = None
 
     def add(self, cpu: int, gpus: int, gpu_milli: int, model_mask: int) -> None:
         if not gpus:
+            self.cpu_counts[cpu] += 1
             return
         self.counts[(cpu, gpus, gpu_milli, model_mask)] += 1
         self.since += 1
         if self.current is None or self.since >= self.refresh_every:
-            self.current = self._build()
+            fresh = self._build()
+            if self.current is None or shape_distance(fresh, self.current) > self.min_change:
+                self.current = fresh
             self.since = 0
 
     def settle(self) -> None:
@@ -87,7 +116,25 @@ class ShapeCounter:
         arr = np.array([k for k, _ in top], dtype=np.int64)
         freq = np.array([c for _, c in top], dtype=np.float64)
         return TypicalPods(cpu=arr[:, 0], gpus=arr[:, 1], gpu_milli=arr[:, 2], model_mask=arr[:, 3],
-                           freq=freq / freq.sum())
+                           freq=freq / freq.sum(), paper=self._paper())
+
+    def _paper(self) -> TypicalPods:
+        """The FGD simulator's `GetTypicalPods`: shapes by decreasing count (CPU-only pods too) until they cover 95%
+        of all pods, frequency = count / all pods (not renormalised)."""
+        shapes = [(c, k) for k, c in self.counts.items()] + [(c, (cpu, 0, 0, 0)) for cpu, c in self.cpu_counts.items()]
+        shapes.sort(key=lambda ck: -ck[0])
+        total = float(sum(c for c, _ in shapes))
+        kept, covered = [], 0.0
+        for count, key in shapes:
+            if covered >= PAPER_COVERAGE * total:
+                break
+            kept.append((count, key))
+            covered += count
+        gpu = [(c, k) for c, k in kept if k[1]]
+        arr = np.array([k for _, k in gpu], dtype=np.int64).reshape(-1, 4)
+        return TypicalPods(cpu=arr[:, 0], gpus=arr[:, 1], gpu_milli=arr[:, 2], model_mask=arr[:, 3],
+                           freq=np.array([c for c, _ in gpu], dtype=np.float64) / total,
+                           cpu_freq=sum(c for c, k in kept if not k[1]) / total)
 
 
 class FragmentationTracker:

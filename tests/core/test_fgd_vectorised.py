@@ -131,3 +131,44 @@ def test_the_cached_policy_decides_as_the_reference_while_the_cluster_fills(seed
         assert (decision.gpu_ids or (-1,))[0] == want_gpu
         ids = decision.gpu_ids if decision.gpu_ids is not None else c.pick_gpus(decision.node, r)
         c.allocate(decision.node, r, ids)
+
+
+@pytest.mark.parametrize("paper", [False, True])
+def test_scoring_distinct_node_states_once_gives_every_node_its_own_score(paper):
+    # 150 nodes from few types, lightly used: many share a state, so the cache scores each distinct state once
+    # (more than MIN_DISTINCT_ROWS stale rows) and copies the result; it must equal scoring every row.
+    from drlsched.policies.fgd import MIN_DISTINCT_ROWS, _Scores
+
+    rng = np.random.default_rng(5)
+    nodes = [NodeSpec(f"n{i:03d}", int(rng.choice([16000, 64000])), 262144, int(rng.choice([2, 8])),
+                      str(rng.choice(MODELS))) for i in range(150)]
+    c = Cluster(nodes)
+    for _ in range(60):
+        r = c.request(random_pod(rng, "fill"))
+        fits = np.flatnonzero(c.feasible(r))
+        if fits.size:
+            node = int(fits[rng.integers(fits.size)])
+            c.allocate(node, r, c.pick_gpus(node, r))
+    typical = random_typical(rng, np.unique(c.node_model_bit))
+    for trial in range(8):
+        r = c.request(random_pod(rng, f"p{trial}"))
+        feasible = np.flatnonzero(c.feasible(r))
+        if feasible.size <= MIN_DISTINCT_ROWS:
+            continue
+        got = _Scores(c, paper).get(r, feasible, typical)
+        want = fgd_delta(c.gpu_free[feasible], (c.cap_cpu - c.req_cpu)[feasible], c.node_model_bit[feasible],
+                         r.cpu, r.gpus, r.gpu_milli, typical, paper)
+        assert got[0] == pytest.approx(want[0]) and got[1].tolist() == want[1].tolist()
+
+
+def test_distinct_rows_groups_equal_rows_exactly_even_when_the_hash_collides(monkeypatch):
+    import drlsched.policies.fgd as fgd
+
+    rng = np.random.default_rng(9)
+    key = np.column_stack((rng.choice([0, 250, 500, 1000], size=(400, 8)), rng.integers(0, 3, (400, 3))))
+    key = np.concatenate([key, key[:100]])  # 100 rows certainly repeated
+    for mult in (fgd._HASH_MULT, np.zeros_like(fgd._HASH_MULT)):  # zeros: every row hashes alike
+        monkeypatch.setattr(fgd, "_HASH_MULT", mult)
+        first, back = fgd.distinct_rows(key)
+        assert np.array_equal(key[first][back], key)
+        assert first.size == np.unique(key, axis=0).shape[0]

@@ -141,6 +141,8 @@ def test_invariants_hold_on_every_scenario_and_policy():
     for scenario in SCENARIOS:
         for policy in BASELINES:
             w = make_scenario(scenario, nodes=12, duration=300.0, seed=3)
+            if make_policy(policy).needs_gpus and not any(n.gpus for n in w.nodes):
+                continue  # refused with one line (tests/core/test_gpu_packing.py)
             sim = Simulator(w, make_policy(policy), 3, SimConfig(check_invariants=True, allow_unschedulable=True))
             m = sim.run()
             assert m["pods"] == m["pods_finished"] + m["pods_running_at_end"] + m["pods_unschedulable"], (

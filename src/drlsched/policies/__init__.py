@@ -7,7 +7,9 @@ from collections.abc import Callable
 from drlsched.errors import UserError
 from drlsched.fragmentation import TypicalPods
 from drlsched.policies.base import Decision, Migration, Option, PodContext, Policy, ScoringPolicy
-from drlsched.policies.fgd import FGD
+from drlsched.policies.fgd import FGD, FGDPaper
+from drlsched.policies.fgd_lookahead import FGDLookahead
+from drlsched.policies.gpu_packing import BestFit, DotProduct, GpuClustering, GpuPacking
 from drlsched.policies.heuristics import DataLocal, FirstFit, MostAllocated, RandomFit, Tetris, Trimaran
 from drlsched.policies.k8s_default import K8sDefault
 
@@ -17,10 +19,16 @@ BASELINES: dict[str, Callable[[], Policy]] = {
     "most-allocated": MostAllocated,
     "tetris": Tetris,
     "fgd": FGD,
+    "fgd-paper": FGDPaper,
+    "fgd-lookahead": FGDLookahead,
     "trimaran": Trimaran,
     "first-fit": FirstFit,
     "random": RandomFit,
     "data-local": DataLocal,
+    "best-fit": BestFit,
+    "dot-product": DotProduct,
+    "gpu-clustering": GpuClustering,
+    "gpu-packing": GpuPacking,
 }
 
 

@@ -85,10 +85,32 @@ class Policy:
     name = "policy"
     wants_data_nodes = False
     wants_reclaim_signals = False
+    needs_gpus = False  # GPU packing policies refuse a cluster without GPUs (`reset` raises UserError)
+    # How equal best scores are broken: "random" (kube-scheduler's selectHost) or "rank", the best node by a fixed
+    # order (`node_rank`, lowest first; the nodes' names when None). The FGD paper's simulator patches selectHost
+    # to take the smallest node name and prefixes each name with a random permutation index drawn per run, so its
+    # ties go to a fixed random node order (`fill --protocol paper` sets both).
+    tie_break = "random"
+    node_rank: np.ndarray | None = None
 
     def reset(self, cluster: Cluster, rng: np.random.Generator) -> None:
         self.cluster = cluster
         self.rng = rng
+        self._rank: np.ndarray | None = None
+
+    def break_tie(self, best: np.ndarray) -> int:
+        """One of `best` (indices into the nodes, all with the best score) by the policy's `tie_break`."""
+        if best.size == 1:
+            return int(best[0])
+        if self.tie_break == "rank":
+            rank = getattr(self, "_rank", None)
+            if rank is None or rank.size != self.cluster.size:
+                rank = self.node_rank
+                if rank is None or rank.size != self.cluster.size:
+                    rank = np.argsort(np.argsort(np.array(self.cluster.names), kind="stable"))
+                self._rank = rank
+            return int(best[np.argmin(rank[best])])
+        return int(best[self.rng.integers(best.size)])
 
     def select(self, ctx: PodContext) -> Decision | None:
         raise NotImplementedError
@@ -117,7 +139,5 @@ class ScoringPolicy(Policy):
             if nodes.size == 1:
                 return Decision(int(nodes[0]), option.gpus)
             scores = self.score(ctx, option, nodes)
-            best = nodes[scores == scores.max()]
-            pick = best[0] if best.size == 1 else best[self.rng.integers(best.size)]
-            return Decision(int(pick), option.gpus)
+            return Decision(self.break_tie(nodes[scores == scores.max()]), option.gpus)
         return None

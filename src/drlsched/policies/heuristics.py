@@ -7,6 +7,7 @@ import numpy as np
 from drlsched.kube_scoring import most_requested, target_load_packing, weighted_node_score
 from drlsched.policies.base import Decision, Option, PodContext, Policy, ScoringPolicy, per_node
 from drlsched.policies.k8s_default import K8sDefault
+from drlsched.workload import GPU_MILLI
 
 
 class MostAllocated(ScoringPolicy):
@@ -67,12 +68,24 @@ class FirstFit(_PickFeasible):
 
 
 class RandomFit(_PickFeasible):
-    """A uniformly random feasible node."""
+    """A uniformly random feasible node; with `random_gpu` a share also goes to a random GPU that holds it (the FGD
+    paper's Random, set by `fill --protocol paper`), else to the best-fitting one."""
 
     name = "random"
+    random_gpu = False
 
     def pick(self, nodes: np.ndarray) -> int:
         return int(nodes[self.rng.integers(nodes.size)])
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        decision = super().select(ctx)
+        if decision is None or not self.random_gpu:
+            return decision
+        r = next(o.request for o in ctx.options if o.gpus == decision.gpus)
+        if not r.gpus or r.gpu_milli >= GPU_MILLI:
+            return decision
+        fits = np.flatnonzero(self.cluster.gpu_free[decision.node] >= r.gpu_milli)
+        return Decision(decision.node, decision.gpus, (int(fits[self.rng.integers(fits.size)]),))
 
 
 class Trimaran(ScoringPolicy):

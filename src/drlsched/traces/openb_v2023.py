@@ -17,7 +17,17 @@ from pathlib import Path
 import pyarrow as pa
 
 from drlsched.traces.context import Context
-from drlsched.traces.csvio import Column, decoding, integer, open_text, optional_integer, read_csv, required, text
+from drlsched.traces.csvio import (
+    BadRows,
+    Column,
+    decoding,
+    integer,
+    open_text,
+    optional_integer,
+    read_csv,
+    required,
+    text,
+)
 from drlsched.traces.files import Role, need
 from drlsched.traces.podtable import PodBuffer
 from drlsched.workload import GPU_MILLI, NodeSpec, QoS
@@ -50,15 +60,24 @@ def read(ctx: Context) -> Iterator[pa.Table]:
     yield from _read_pods(ctx)
 
 
+PAPER_NODES = "openb_node_list_gpu_node.csv"  # the FGD paper's cluster: 1,213 GPU nodes, 6,212 GPUs
+
+
 def _read_nodes(ctx: Context) -> None:
-    path = ctx.files["nodes"][0]
-    for line, (name, cpu, mem, gpus, model) in read_csv(path, NODE_COLUMNS, ctx.bad,
+    ctx.nodes.extend(read_node_list(ctx.files["nodes"][0], ctx.bad))
+
+
+def read_node_list(path: Path, bad: BadRows) -> list[NodeSpec]:
+    """The nodes of an openb node list (`sn,cpu_milli,memory_mib,gpu,model`)."""
+    nodes = []
+    for line, (name, cpu, mem, gpus, model) in read_csv(path, NODE_COLUMNS, bad,
                                                          header=[c.name for c in NODE_COLUMNS]):
         if cpu <= 0 or mem <= 0 or not 0 <= gpus <= 64:
-            ctx.bad.report(path, line, "2-4 (cpu_milli, memory_mib, gpu)",
-                           f"capacity out of range ({cpu}m, {mem}Mi, {gpus} GPUs)")
+            bad.report(path, line, "2-4 (cpu_milli, memory_mib, gpu)",
+                       f"capacity out of range ({cpu}m, {mem}Mi, {gpus} GPUs)")
             continue
-        ctx.nodes.append(NodeSpec(name, cpu, mem, gpus, model if gpus else ""))
+        nodes.append(NodeSpec(name, cpu, mem, gpus, model if gpus else ""))
+    return nodes
 
 
 def _pod_columns(path: Path) -> tuple[Column, ...]:
