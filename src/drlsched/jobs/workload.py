@@ -92,6 +92,11 @@ def bottleneck_s(lib: tuple[JobSpec, ...], cfg: EngineConfig) -> float:
 
 def run_jobs(source: JobSource, policy: str, seed: int) -> dict[str, object]:
     """One run: the metrics with the run keys."""
+    return run_jobs_full(source, policy, seed)[0]
+
+
+def run_jobs_full(source: JobSource, policy: str, seed: int) -> tuple[dict[str, object], list[float]]:
+    """One run: its metrics and every finished job's JCT."""
     arrivals = source.arrivals(seed)
     cfg = source.config()
     engine = JobEngine(arrivals, make_job_policy(policy), cfg, seed)
@@ -100,7 +105,7 @@ def run_jobs(source: JobSource, policy: str, seed: int) -> dict[str, object]:
                                   "load": source.load, "batch": source.batch}
     metrics.update(engine.run())
     metrics["wall_s"] = engine.acc.wall_s
-    return metrics
+    return metrics, list(engine.acc.jct)
 
 
 def check_source(source: JobSource) -> None:
