@@ -60,8 +60,11 @@ def job_source(args: argparse.Namespace) -> JobSource:
 
 
 def simulate(args: argparse.Namespace) -> int:
+    from drlsched.policies import make_policy
+
     source = job_source(args)
     make_job_policy(args.job_policy)
+    make_policy(args.policy)  # an unknown placement policy fails as it does elsewhere
     metrics, _ = run_jobs_full(source, args.job_policy, args.seed)
     metrics["policy"] = args.policy  # placement: executor pods are identical here, so it does not move them
     if args.json == "-":
@@ -85,9 +88,11 @@ def _one(task: tuple[JobSource, str, int]) -> tuple[dict[str, object], list[floa
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    from drlsched.cli_common import parse_policies
     from drlsched.evaluate import mean_ci
 
     source = job_source(args)
+    parse_policies(args.policies)
     if not args.job_policies:
         raise UserError("a job workload needs --job-policies A,B (e.g. fifo,fair,weighted-fair:-1)")
     names = [x.strip() for x in args.job_policies.split(",")]
