@@ -57,10 +57,10 @@ def main() -> None:
             specs += [RunSpec(p, seed, factory, cfg, label=f"{scenario}|{label}|{p}") for p in policies
                       for seed in range(args.seeds)]
     runs: list[dict] = [r["metrics"] for r in run_all(specs, args.jobs)]  # type: ignore[misc]
-    table: dict[str, dict[str, float]] = {}
+    table: dict[str, dict[str, float | None]] = {}
     for key in dict.fromkeys(str(m["policy"]) for m in runs):
         mine = [m for m in runs if m["policy"] == key]
-        table[key] = {k: round(statistics.fmean(float(m[k]) for m in mine), 4) for k in KEYS}
+        table[key] = {k: _mean([m[k] for m in mine]) for k in KEYS}
     if args.md:
         _write_md(args.md, table)
     print(json.dumps({"benchmark": "reclaim_heuristics", "load": args.load, "seeds": args.seeds,
@@ -68,7 +68,17 @@ def main() -> None:
                       "wall_s": round(time.perf_counter() - t0, 1), "machine": machine_info()}, indent=2))
 
 
-def _write_md(path: str, table: dict[str, dict[str, float]]) -> None:
+def _mean(values: list[object]) -> float | None:
+    """Mean over the runs with a value; None (null) where every run's sample was empty (no LS pod: no SLA rate)."""
+    have = [float(v) for v in values if v is not None]  # type: ignore[arg-type]
+    return round(statistics.fmean(have), 4) if have else None
+
+
+def _pct(value: float | None, scale: float = 100.0, fmt: str = "{:.1f}") -> str:
+    return "n/a" if value is None else fmt.format(scale * value)
+
+
+def _write_md(path: str, table: dict[str, dict[str, float | None]]) -> None:
     lines = []
     for scenario in dict.fromkeys(k.split("|")[0] for k in table):
         lines += [f"`{scenario}`:", "",
@@ -77,9 +87,10 @@ def _write_md(path: str, table: dict[str, dict[str, float]]) -> None:
         for key, m in table.items():
             s, variant, policy = key.split("|")
             if s == scenario:
-                lines.append(f"| {policy} @ {variant} | {100 * m['cpu_util']:.1f} | {100 * m['cpu_util_window']:.1f} | "
-                             f"{100 * m['cpu_util_reclaimed']:.1f} | {m['jct_p99_s']:.0f} | "
-                             f"{100 * m['sla_violation_rate']:.1f} | {m['evictions']:.0f} | {m['makespan_s']:.0f} |")
+                lines.append(f"| {policy} @ {variant} | {_pct(m['cpu_util'])} | {_pct(m['cpu_util_window'])} | "
+                             f"{_pct(m['cpu_util_reclaimed'])} | {_pct(m['jct_p99_s'], 1, '{:.0f}')} | "
+                             f"{_pct(m['sla_violation_rate'])} | {_pct(m['evictions'], 1, '{:.0f}')} | "
+                             f"{_pct(m['makespan_s'], 1, '{:.0f}')} |")
         lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from drlsched import __version__
 from drlsched.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 with usage on bad arguments; keep that, but prefix our name consistently."""
+    """argparse's checks, but a bad argument is one line (`drlsched SUB: error: ...`, exit 2), as every other
+    bad input: the usage it would print first is what `--help` is for. Subcommand parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

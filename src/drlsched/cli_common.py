@@ -167,6 +167,8 @@ def sim_config(args: argparse.Namespace, reclaim: str | None = None) -> SimConfi
 
 
 def fmt(value: object) -> str:
+    if value is None:  # a statistic over an empty sample
+        return "n/a"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

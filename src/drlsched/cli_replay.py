@@ -12,7 +12,7 @@ from drlsched.cli_args import non_negative_int, positive_float
 from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
-from drlsched.metrics import METRIC_KEYS
+from drlsched.metrics import ANOMALY_KEYS, METRIC_KEYS, metric_value, null_warning
 
 LAG_WARN_S = 2.0  # workload seconds; below the 5 s pending-time SLA and a pod's 1 s cold start in the simulator
 SCHEDULERS = {"default": "default-scheduler", "drl-extender": "default-scheduler", "drl-scheduler": "drl-scheduler"}
@@ -33,7 +33,7 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
 def cmd_replay(args: argparse.Namespace) -> int:
     import kubernetes
 
-    from drlsched.replay import replay
+    from drlsched.replay import placement_warning, replay
 
     reclaim = reclaim_config(args)
     factory = workload_source(args)
@@ -70,8 +70,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
                      keep_pods=args.keep_pods, progress=progress, reclaim=reclaim)
     if show:
         print(file=sys.stderr)
-    lag = float(metrics["submit_lag_p99_s"])  # type: ignore[arg-type]
-    if lag > LAG_WARN_S:
+    for warning in (placement_warning(metrics, SCHEDULERS[args.scheduler]), null_warning([metrics])):
+        if warning:
+            print(warning, file=sys.stderr)
+    lag = metrics["submit_lag_p99_s"]
+    if lag is not None and float(lag) > LAG_WARN_S:  # type: ignore[arg-type]
         print(f"drlsched: warning: pods were created up to {lag:.1f} s (p99, workload time) after their arrival "
               f"times: the cluster or this client could not keep up with --speedup {args.speedup:g}, so the "
               "workload ran stretched; replay with a lower --speedup", file=sys.stderr)
@@ -87,8 +90,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except OSError as err:
             raise UserError(f"cannot write {args.json}: {err.strerror}") from None
         print(f"{metrics['policy']} on {metrics['scenario']}: {metrics['pods']} pods in {metrics['wall_s']:.1f} s")
-        for key in (*METRIC_KEYS, "submit_lag_p99_s"):
-            print(f"  {key:24s} {fmt(metrics[key])}")
+        for key in (*METRIC_KEYS, *ANOMALY_KEYS, "submit_lag_p99_s"):
+            print(f"  {key:32s} {fmt(metric_value(metrics, key))}")
         print(f"metrics written to {args.json}")
     return 0
 

@@ -22,7 +22,15 @@ from drlsched.distributed import add_backend_arguments, check_backend_arguments,
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
 from drlsched.jobs import cli as jobs_cli
-from drlsched.metrics import COLOCATION_KEYS, METRIC_KEYS
+from drlsched.metrics import (
+    ANOMALY_KEYS,
+    COLOCATION_KEYS,
+    METRIC_KEYS,
+    NULLABLE_KEYS,
+    has_metric,
+    metric_value,
+    null_warning,
+)
 from drlsched.policies import BASELINES, make_policy
 from drlsched.report import BASELINE, table_markdown, write_plots, write_report
 from drlsched.simulator import Simulator
@@ -45,6 +53,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     assert isinstance(metrics, dict)
+    warning = null_warning([metrics])
+    if warning:
+        print(warning, file=sys.stderr)
     if args.json == "-":
         json.dump(metrics, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -52,8 +63,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"{metrics['policy']} on {metrics['scenario']} (seed {metrics['seed']}, {metrics['nodes']} nodes, "
               f"{metrics['pods']} pods, {metrics['wall_s']:.2f} s wall, "
               f"{metrics['placements_per_s']:.0f} placements/s)")
-        for key in (*METRIC_KEYS, *COLOCATION_KEYS):
-            print(f"  {key:24s} {fmt(metrics[key])}")
+        for key in (*METRIC_KEYS, *ANOMALY_KEYS, *COLOCATION_KEYS):
+            print(f"  {key:32s} {fmt(metric_value(metrics, key))}")
         for example in metrics.get("unschedulable_examples", []):
             print(f"  unschedulable: {example}")
         if args.json:
@@ -109,6 +120,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         runs.append({"metrics": included, "series": [], "jct": []})
         if included["policy"] not in policies:
             policies.append(str(included["policy"]))
+    warning = null_warning([r["metrics"] for r in runs])  # type: ignore[misc]
+    if warning:
+        print(warning, file=sys.stderr)
     summary = aggregate(runs, policies)
     workload_name = str(runs[0]["metrics"]["scenario"]) if runs else ""  # type: ignore[index]
     meta = {"workload": workload_name, "seeds": len(seeds), "seed_list": ", ".join(map(str, seeds)),
@@ -137,13 +151,26 @@ def _load_result(path: Path) -> dict[str, object]:
         raise UserError(f"{path} is not JSON: {err.msg} at line {err.lineno}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a metrics object, got {type(data).__name__}")
-    missing = [k for k in (*METRIC_KEYS, "policy", "seed", "scenario", "wall_s", "placements_per_s") if k not in data]
+    keys = (*METRIC_KEYS, *ANOMALY_KEYS)
+    missing = [k for k in (*keys, "policy", "seed", "scenario", "wall_s", "placements_per_s")
+               if not has_metric(data, k)]
+    if "anomalies" not in data:  # one name for the whole group, not its six parts
+        missing = [k for k in missing if k not in ANOMALY_KEYS] + ["anomalies"]
     if missing:
-        raise UserError(f"{path}: not a drlsched metrics file (missing {', '.join(missing)})")
-    bad = [k for k in METRIC_KEYS if not isinstance(data[k], int | float) or isinstance(data[k], bool)]
+        old = " (written before these keys existed? run simulate or replay again)" if set(missing) <= {
+            "anomaly_rate", "anomalies"} else ""
+        raise UserError(f"{path}: not a drlsched metrics file (missing {', '.join(missing)}){old}")
+    # null: a statistic over an empty sample (NULLABLE_KEYS), or a part a replay cannot observe; missing, not 0
+    bad = [k for k in keys if not _number_or_null(metric_value(data, k), k in NULLABLE_KEYS or k in ANOMALY_KEYS)]
     if bad:
         raise UserError(f"{path}: non-numeric {', '.join(bad)}")
     return data
+
+
+def _number_or_null(value: object, nullable: bool) -> bool:
+    if value is None:
+        return nullable
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

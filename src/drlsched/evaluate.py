@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from drlsched.metrics import COLOCATION_KEYS, METRIC_KEYS
+from drlsched.metrics import ANOMALY_KEYS, COLOCATION_KEYS, METRIC_KEYS, has_metric, metric_value
 from drlsched.simulator import SimConfig, Simulator
 from drlsched.workload import Workload
 
@@ -26,10 +26,13 @@ def t95(df: int) -> float:
     return _T95[df - 1] if 1 <= df <= len(_T95) else 1.96
 
 
-def mean_ci(values: list[float]) -> dict[str, float]:
-    """Mean and the half-width of its 95% confidence interval (Student t; 0 for a single value)."""
-    arr = np.asarray(values, dtype=np.float64)
-    mean = float(arr.mean()) if arr.size else 0.0
+def mean_ci(values: list[float | None]) -> dict[str, float | None]:
+    """Mean and the half-width of its 95% confidence interval (Student t; 0 for a single value). None values (a
+    metric with an empty sample in that run) are missing, not zero; with no value left, mean and ci95 are None."""
+    arr = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    if not arr.size:
+        return {"mean": None, "ci95": None, "n": 0}
+    mean = float(arr.mean())
     if arr.size < 2:
         return {"mean": mean, "ci95": 0.0, "n": int(arr.size)}
     half = t95(arr.size - 1) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
@@ -91,10 +94,10 @@ def aggregate(runs: list[dict[str, object]], policies: list[str]) -> dict[str, d
         mine = [r["metrics"] for r in runs if r["metrics"]["policy"] == policy]  # type: ignore[index]
         entry: dict[str, object] = {"seeds": [m["seed"] for m in mine]}  # type: ignore[index]
         for key in (*METRIC_KEYS, "wall_s", "placements_per_s"):
-            entry[key] = mean_ci([float(m[key]) for m in mine])  # type: ignore[index]
-        for key in COLOCATION_KEYS:  # absent from metrics files written before they existed
-            if mine and all(key in m for m in mine):  # type: ignore[operator]
-                entry[key] = mean_ci([float(m[key]) for m in mine])  # type: ignore[index]
+            entry[key] = mean_ci([_number(m, key) for m in mine])  # type: ignore[arg-type]
+        for key in (*ANOMALY_KEYS, *COLOCATION_KEYS):  # absent from metrics files written before they existed
+            if mine and all(has_metric(m, key) for m in mine):  # type: ignore[arg-type]
+                entry[key] = mean_ci([_number(m, key) for m in mine])  # type: ignore[arg-type]
         out[policy] = entry
     return out
 
@@ -102,8 +105,8 @@ def aggregate(runs: list[dict[str, object]], policies: list[str]) -> dict[str, d
 def paired_ratios(runs: list[dict[str, object]], policies: list[str], baseline: str,
                   keys: tuple[str, ...] = METRIC_KEYS) -> dict[str, dict[str, object]]:
     """Per policy and metric (`keys`): mean and 95% CI of policy / baseline over paired seeds (seeds where the
-    baseline's value is 0 are left out). Pairing removes the workload-to-workload spread that dominates
-    per-policy CIs."""
+    baseline's value is 0, or either value is null, are left out). Pairing removes the workload-to-workload spread
+    that dominates per-policy CIs."""
     by_seed = {(r["metrics"]["policy"], r["metrics"]["seed"]): r["metrics"] for r in runs}  # type: ignore[index]
     base = {seed: m for (p, seed), m in by_seed.items() if p == baseline}
     out: dict[str, dict[str, object]] = {}
@@ -112,11 +115,25 @@ def paired_ratios(runs: list[dict[str, object]], policies: list[str], baseline: 
             continue
         entry: dict[str, object] = {}
         for key in keys:
-            ratios = [float(m[key]) / float(base[seed][key]) for (p, seed), m in by_seed.items()  # type: ignore[index]
-                      if p == policy and seed in base and float(base[seed][key]) != 0]
+            ratios: list[float | None] = []
+            for (p, seed), m in by_seed.items():
+                if p != policy or seed not in base:
+                    continue
+                num, den = _number(m, key), _number(base[seed], key)  # type: ignore[arg-type]
+                if num is not None and den:
+                    ratios.append(num / den)
             entry[key] = mean_ci(ratios)
         out[policy] = entry
     return out
+
+
+def _number(metrics: dict[str, object], key: str) -> float | None:
+    """A metric as a float, None where it is null (an empty sample) or absent from an older metrics file."""
+    try:
+        value = metric_value(metrics, key)
+    except KeyError:
+        return None
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def default_jobs() -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from drlsched.metrics import COLOCATION_KEYS, SERIES_KEYS
+from drlsched.metrics import ANOMALY_KEYS, ANOMALY_PARTS, COLOCATION_KEYS, SERIES_KEYS
 
 BASELINE = "k8s-default"
 # (metric key, column title, format of the mean, scale for display)
@@ -18,19 +18,31 @@ TABLE_COLUMNS = [
     ("sla_violation_rate", "SLA violation (%)", "{:.2f}", 100.0),
     ("migrations", "Migrations", "{:.0f}", 1.0),
     ("gpu_fragmentation", "GPU frag. (%)", "{:.1f}", 100.0),
+    ("anomaly_rate", "Anomaly rate (%)", "{:.2f}", 100.0),
 ]
+NA = "n/a"  # a metric whose sample was empty in every run (null in JSON): missing, not zero
+
+
+def _mean(entry: dict, key: str, fmt: str, scale: float = 1.0) -> str:
+    """The formatted mean of one metric of a policy's summary, "n/a" when it has no value."""
+    stat = entry.get(key)
+    if not stat or not stat["n"]:
+        return NA
+    return fmt.format(stat["mean"] * scale)
 
 
 def _cell(entry: dict, key: str, fmt: str, scale: float, base: dict | None) -> str:
-    stat = entry[key]
+    stat = entry.get(key)
+    if not stat or not stat["n"]:
+        return NA
     text = fmt.format(stat["mean"] * scale)
     if stat["n"] > 1:
         text += " ± " + fmt.format(stat["ci95"] * scale)
-    if base is not None and entry is not base:
+    if base is not None and entry is not base and key in base:
         ref = base[key]["mean"]
         if ref:
             text += f" ({(stat['mean'] / ref - 1) * 100:+.0f}%)"
-        elif stat["mean"] == 0:
+        elif ref is not None and stat["mean"] == 0:
             text += " (=)"
     return text
 
@@ -53,8 +65,8 @@ def ratio_markdown(ratios: dict[str, dict]) -> str:
     for p, entry in ratios.items():
         cells = []
         for key, _, _, _ in TABLE_COLUMNS:
-            stat = entry[key]
-            cells.append(f"{stat['mean']:.3f} ± {stat['ci95']:.3f}" if stat["n"] else "n/a")
+            stat = entry.get(key)
+            cells.append(f"{stat['mean']:.3f} ± {stat['ci95']:.3f}" if stat and stat["n"] else NA)
         rows.append(f"| {p} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -66,7 +78,8 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
         "",
         f"{meta['seeds']} paired seed(s) ({meta['seed_list']}); every policy replays the same workloads. "
         "Values are means ± the half-width of the 95% confidence interval (Student t); in parentheses the "
-        f"change relative to `{baseline}`.",
+        f"change relative to `{baseline}`; n/a where a metric's sample was empty in every run (no finished job, no "
+        "LS pod, ...).",
         "",
         table_markdown(summary, policies, baseline),
         "",
@@ -78,13 +91,23 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
     ]
     for p in policies:
         e = summary[p]
-        lines.append(
-            f"| {p} | {e['jct_p50_s']['mean']:.1f} | {e['pending_p99_s']['mean']:.2f} | "
-            f"{100 * e['mem_util']['mean']:.1f} | {100 * e['gpu_util']['mean']:.1f} | "
-            f"{100 * e['cpu_alloc']['mean']:.1f} | {100 * e['gpu_alloc']['mean']:.1f} | "
-            f"{e['gpu_unallocated']['mean']:.1f} | {e['gpu_fragmented']['mean']:.1f} | "
-            f"{e['pods_scheduled']['mean']:.0f} | {e['pods_unschedulable']['mean']:.0f} | "
-            f"{e['makespan_s']['mean']:.0f} | {e['placements_per_s']['mean']:.0f} |")
+        cells = [_mean(e, "jct_p50_s", "{:.1f}"), _mean(e, "pending_p99_s", "{:.2f}"),
+                 _mean(e, "mem_util", "{:.1f}", 100), _mean(e, "gpu_util", "{:.1f}", 100),
+                 _mean(e, "cpu_alloc", "{:.1f}", 100), _mean(e, "gpu_alloc", "{:.1f}", 100),
+                 _mean(e, "gpu_unallocated", "{:.1f}"), _mean(e, "gpu_fragmented", "{:.1f}"),
+                 _mean(e, "pods_scheduled", "{:.0f}"), _mean(e, "pods_unschedulable", "{:.0f}"),
+                 _mean(e, "makespan_s", "{:.0f}"), _mean(e, "placements_per_s", "{:.0f}")]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    anomalous = [p for p in policies if all(k in summary[p] for k in ANOMALY_KEYS)]
+    if anomalous:
+        lines += ["", "Scheduling anomalies (pods, means; a pod with several counts once in the rate; "
+                  "docs/simulator.md):", "",
+                  "| Policy | anomaly rate (%) | " + " | ".join(ANOMALY_PARTS) + " |",
+                  "|---|---|" + "---|" * len(ANOMALY_PARTS)]
+        for p in anomalous:
+            e = summary[p]
+            cells = [_mean(e, "anomaly_rate", "{:.2f}", 100), *(_mean(e, k, "{:.1f}") for k in ANOMALY_KEYS)]
+            lines.append(f"| {p} | " + " | ".join(cells) + " |")
     coloc = [p for p in policies if all(k in summary[p] for k in COLOCATION_KEYS)]
     if coloc:
         lines += ["", "Colocation (means; docs/simulator.md):", "",
@@ -92,9 +115,10 @@ def write_report(out: Path, summary: dict[str, dict], policies: list[str], meta:
                   "LS slowdown p99 |", "|---|---|---|---|---|---|"]
         for p in coloc:
             e = summary[p]
-            lines.append(f"| {p} | {e['evictions']['mean']:.1f} | {e['be_pending_p99_s']['mean']:.1f} | "
-                         f"{100 * e['cpu_util_reclaimed']['mean']:.1f} | {e['ls_slowdown_p50']['mean']:.2f} | "
-                         f"{e['ls_slowdown_p99']['mean']:.2f} |")
+            cells = [_mean(e, "evictions", "{:.1f}"), _mean(e, "be_pending_p99_s", "{:.1f}"),
+                     _mean(e, "cpu_util_reclaimed", "{:.1f}", 100), _mean(e, "ls_slowdown_p50", "{:.2f}"),
+                     _mean(e, "ls_slowdown_p99", "{:.2f}")]
+            lines.append(f"| {p} | " + " | ".join(cells) + " |")
     if ratios:
         lines += ["", f"Paired ratio to `{baseline}` (policy / baseline on the same seed; mean ± 95% CI; n/a where "
                   "the baseline is 0):", "", ratio_markdown(ratios)]
@@ -159,13 +183,17 @@ def _util_vs_sla(out: Path, runs: list[dict], policies: list[str], plt: Any) -> 
     for p in policies:
         mine = [r["metrics"] for r in runs if r["metrics"]["policy"] == p]
         util = mean_ci([100 * float(m["cpu_util"]) for m in mine])
-        sla = mean_ci([100 * float(m["sla_violation_rate"]) for m in mine])
+        sla = mean_ci([None if m["sla_violation_rate"] is None else 100 * float(m["sla_violation_rate"])
+                       for m in mine])
+        if sla["mean"] is None:  # no LS pod in any run: no point to draw
+            continue
         ax.errorbar(sla["mean"], util["mean"], xerr=sla["ci95"], yerr=util["ci95"], fmt="o", capsize=3, label=p)
     ax.axvline(5.0, color="grey", linestyle=":", linewidth=1)  # the article's bound: < 5% SLA-violating pods
     ax.set_xlabel("LS pods violating their SLA (%)")
     ax.set_ylabel("CPU utilisation (%)")
     ax.set_title("Utilisation vs SLA (mean ± 95% CI over seeds)")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # no policy had an LS pod: nothing to label
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "util_vs_sla.png", dpi=110)
     plt.close(fig)

@@ -123,3 +123,41 @@ def test_evaluate_reports_included_replay_results(tmp_path):
     res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(out), "--quiet",
                    "--include", str(bad))
     assert res.returncode == 2 and "not a drlsched metrics file" in res.stderr
+
+
+def test_evaluate_include_names_the_missing_anomaly_key(tmp_path):
+    common = ["--scenario", "batch", "--nodes", "5", "--duration", "60"]
+    sim = drlsched("simulate", *common, "--policy", "k8s-default", "--seed", "0", "--json", "-", "--quiet")
+    old = json.loads(sim.stdout)
+    del old["anomaly_rate"], old["anomalies"]  # a metrics file written before the anomaly metric
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(tmp_path / "out"),
+                   "--quiet", "--include", str(path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "missing anomaly_rate, anomalies" in res.stderr
+    old["anomaly_rate"], old["anomalies"] = 0.0, {"evicted": 0}  # parts missing: named one by one
+    path.write_text(json.dumps(old))
+    res = drlsched("evaluate", *common, "--policies", "k8s-default", "--seeds", "1", "--out", str(tmp_path / "out"),
+                   "--quiet", "--include", str(path))
+    assert res.returncode == 2 and "missing anomalies.unschedulable_60s" in res.stderr
+
+
+def test_empty_samples_are_null_with_one_warning_line_and_na_in_the_report(tmp_path):
+    common = ["--scenario", "batch", "--nodes", "5", "--duration", "60"]  # no LS pods: no SLA sample
+    sim = drlsched("simulate", *common, "--policy", "k8s-default", "--json", "-", "--quiet")
+    assert sim.returncode == 0, sim.stderr
+    metrics = json.loads(sim.stdout)
+    assert metrics["sla_violation_rate"] is None and metrics["ls_slowdown_p99"] is None
+    assert 0.0 <= metrics["anomaly_rate"] <= 1.0 and set(metrics["anomalies"]) >= {"unschedulable_60s", "evicted"}
+    warning = [line for line in sim.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "sla_violation_rate" in warning[0] and "no LS pod ran" in warning[0]
+    res = drlsched("evaluate", *common, "--policies", "k8s-default,fgd", "--seeds", "2", "--out", str(tmp_path),
+                   "--quiet", "--jobs", "1")
+    assert res.returncode == 0, res.stderr
+    assert len([line for line in res.stderr.splitlines() if "warning" in line]) == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["policies"]["fgd"]["sla_violation_rate"] == {"mean": None, "ci95": None, "n": 0}
+    assert results["policies"]["fgd"]["anomaly_rate"]["n"] == 2
+    report = (tmp_path / "report.md").read_text()
+    assert "n/a" in report and "Anomaly rate (%)" in report and "startup_slow" in report

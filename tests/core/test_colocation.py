@@ -205,3 +205,23 @@ def test_the_rl_env_places_be_pods_on_reclaimed_resources():
         if term or trunc:
             break
     assert env.sim.acc.cpu_reclaimed_s > 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("burst_gib, evicted", [(280, 1), (300, 2)])
+def test_a_memory_burst_evicts_the_fewest_be_pods_that_get_the_node_under_the_threshold(burst_gib, evicted):
+    # Issue 27's reproduction (the reclaim controller evicted a third BE pod): a 512 GiB node, BE pods using 10,
+    # 20 and 30 GiB, a service bursting by `burst_gib` at t = 100 (started at 101). 300 GiB: 400 GiB = 78% > 70%,
+    # 41.6 GiB over: be-30 and be-20, never be-10 too; 280 GiB: 21.6 GiB over, be-30 alone. Usage is measured
+    # afresh every tick without the evicted pods, so the tick at 105 is the only one that evicts (the run ends
+    # before the evicted pods, requeued, run again).
+    gib = 1024
+    node = NodeSpec("a", 96_000, 512 * gib)
+    pods = [service("ls", 8000, 1.0, mem=40 * gib)]
+    pods += [pod(f"be-{n}", 10.0, 1000, mem=n * gib, work=10_000.0, usage=0.5) for n in (10, 20, 30)]
+    pods.append(PodSpec("burst", "burst", 100.0, 8000, burst_gib * gib, qos=QoS.LS, service=True, work_s=None,
+                        startup_s=1.0, usage_cpu=1.0, usage_cv=0.0, usage_mem=1.0))
+    for duration, expected in ((104.0, 0), (107.0, evicted)):
+        w = Workload("t", [node], pods, duration, drain_s=0.0)
+        sim = Simulator(w, make_policy("k8s-default"), 0,
+                        SimConfig(tick_s=5.0, reclaim=ReclaimConfig("koordinator", mem_threshold=1.0)))
+        assert sim.run()["evictions"] == expected, duration

@@ -62,3 +62,59 @@ def test_rl_modules_form_no_import_circle() -> None:
 
     for m in sorted(rl):
         visit(m, [])
+
+
+def _circle(modules: set[str]) -> list[str] | None:
+    """An import circle among `modules` (as a path), or None."""
+    graph = {m: {d for d in IMPORTS[m] if d in modules and d != m} for m in modules}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> list[str] | None:
+        if state.get(m) == 1:
+            return [*path, m]
+        if state.get(m) == 2:
+            return None
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if (found := visit(d, [*path, m])) is not None:
+                return found
+        state[m] = 2
+        return None
+
+    for m in sorted(modules):
+        if (found := visit(m, [])) is not None:
+            return found
+    return None
+
+
+# The simulator's engine and rooms (issue 22): shared vocabulary every part may import, the engine that wires
+# the rooms, and the rooms, each owning one concern's state.
+SIM_SHARED = {"drlsched.sim", "drlsched.sim.config", "drlsched.sim.entities", "drlsched.sim.columns",
+              "drlsched.sim.ports", "drlsched.sim.timeline"}
+SIM_ENGINE = "drlsched.sim.engine"
+SIM_ROOMS = {m for m in IMPORTS if m.startswith("drlsched.sim.")} - SIM_SHARED - {SIM_ENGINE}
+
+
+def test_the_simulator_has_its_rooms() -> None:
+    assert {"drlsched.sim.admission", "drlsched.sim.cycle", "drlsched.sim.runtime", "drlsched.sim.slots",
+            "drlsched.sim.clocks", "drlsched.sim.usage", "drlsched.sim.qos", "drlsched.sim.traffic",
+            "drlsched.sim.relocation", "drlsched.sim.accounting"} <= SIM_ROOMS
+
+
+def test_rooms_reach_each_other_only_through_the_engine() -> None:
+    for room in SIM_ROOMS:
+        others = {d for d in IMPORTS[room] if d in SIM_ROOMS | {SIM_ENGINE} and d != room}
+        assert not others, f"{room} imports {sorted(others)}: use an interface in drlsched.sim.ports"
+    for shared in SIM_SHARED:
+        assert not IMPORTS[shared] & (SIM_ROOMS | {SIM_ENGINE}), shared
+
+
+def test_only_the_engine_wires_rooms() -> None:
+    outside = {m for m in IMPORTS if not m.startswith("drlsched.sim.") and m != "drlsched.sim"}
+    for m in outside:
+        assert not IMPORTS[m] & SIM_ROOMS, f"{m} imports a room: go through drlsched.simulator"
+
+
+def test_the_simulator_has_no_import_circle() -> None:
+    """Lazy imports included (the walk covers function bodies): the facade, the engine and the rooms."""
+    assert _circle({m for m in IMPORTS if m.startswith("drlsched.sim")} | {"drlsched.simulator"}) is None

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class FakeApi:
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
         self.nodes, self.pods = nodes, pods
         self.writes: list[tuple[str, str, Any]] = []
+        self.drain: Callable[[], object] = lambda: None  # waits for the controller's queued events
 
     def __call__(self, api: object, method: str, path: str, body: Any = None, content_type: str = "") -> bytes:
         del api, content_type
@@ -64,14 +66,17 @@ class FakeApi:
         return {path.split("/")[4]: body["status"]["allocatable"] for m, path, body in self.writes if m == "PATCH"}
 
     def posts(self, suffix: str) -> list[Any]:
+        self.drain()
         return [body for m, path, body in self.writes if m == "POST" and path.endswith(suffix)]
 
 
 def _controller(monkeypatch: pytest.MonkeyPatch, fake: FakeApi, nodes: list[Sample], pods: list[Sample],
                 model: str = "koordinator") -> ReclaimController:
     monkeypatch.setattr(reclaim_controller, "request", fake)
-    return ReclaimController(None, ReclaimConfig(model=model), stale_after_s=60.0,  # type: ignore[arg-type]
-                             collect=lambda: (nodes, pods), clock=lambda: NOW)
+    controller = ReclaimController(None, ReclaimConfig(model=model), stale_after_s=60.0,  # type: ignore[arg-type]
+                                   collect=lambda: (nodes, pods), clock=lambda: NOW)
+    fake.drain = controller.events.drain
+    return controller
 
 
 def test_the_patch_carries_integer_millicores_and_bytes_and_refuses_negative_nan_or_fractions() -> None:
@@ -231,7 +236,9 @@ def test_a_replay_that_followed_the_load_curve_integrates_the_services_usage_at_
     assert doubled["cpu_util"] == pytest.approx(flat["cpu_util"] * 1500 / 1000)
 
 
-def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("elect, failed", [("--leader-elect=false", "reconcile pass failed"),
+                                           ("--leader-elect=true", "cannot read or write lease")])
+def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path, elect: str, failed: str) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -239,13 +246,13 @@ def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path)
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     proc = subprocess.Popen([sys.executable, "-m", "drlsched.cli", "reclaim", "--model", "koordinator",
-                             "--kubeconfig", str(kubeconfig), "--period", "1", "--metrics-interval", "1"],
+                             "--kubeconfig", str(kubeconfig), "--period", "1", "--metrics-interval", "1", elect],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         assert proc.stderr is not None
         # Wait for a failed pass (the loop is running and survives it), then stop it.
-        while "reclaim pass failed" not in proc.stderr.readline():
+        while failed not in proc.stderr.readline():
             assert time.monotonic() < deadline and proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
@@ -253,3 +260,133 @@ def test_reclaim_exits_0_on_sigterm_while_the_api_is_unreachable(tmp_path: Path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- issue 27: evict only what is needed, repair capacity, conservative through an outage ----------------------
+
+GIB = 1024  # MiB
+
+
+class Feed:
+    """A clock and the samples metrics.k8s.io would serve, both moved by the test."""
+
+    def __init__(self) -> None:
+        self.t = NOW
+        self.nodes: list[Sample] = []
+        self.pods: list[Sample] = []
+
+    def clock(self) -> float:
+        return self.t
+
+    def collect(self) -> tuple[list[Sample], list[Sample]]:
+        return self.nodes, self.pods
+
+    def node(self, name: str, cpu_m: float, mem_mib: float) -> None:
+        self.nodes = [Sample(name, "cpu", cpu_m, self.t - 1), Sample(name, "memory", mem_mib, self.t - 1)]
+
+    def pod(self, key: str, cpu_m: float, mem_mib: float) -> None:
+        self.pods = [s for s in self.pods if s.node != key] + [Sample(key, "cpu", cpu_m, self.t - 1),
+                                                                Sample(key, "memory", mem_mib, self.t - 1)]
+
+
+def _fed(monkeypatch: pytest.MonkeyPatch, fake: FakeApi, feed: Feed, period_s: float = 15.0) -> ReclaimController:
+    monkeypatch.setattr(reclaim_controller, "request", fake)
+    controller = ReclaimController(None, ReclaimConfig(model="koordinator", period_s=period_s),  # type: ignore[arg-type]
+                                   stale_after_s=45.0, collect=feed.collect, clock=feed.clock)
+    fake.drain = controller.events.drain
+    return controller
+
+
+@pytest.mark.parametrize("fresh_sample", [False, True], ids=["before-a-new-sample", "after-a-new-sample"])
+def test_a_memory_burst_evicts_exactly_the_be_pods_needed_to_get_under_the_threshold(
+        monkeypatch: pytest.MonkeyPatch, fresh_sample: bool) -> None:
+    # The issue's reproduction: a 512 GiB node, BE pods using 10, 20 and 30 GiB, an LS pod raised to 340 GiB:
+    # 400.25 GiB is 78% (threshold 70% = 358.4 GiB); evicting be-30 and be-20 brings it to 68.4%.
+    pods = [_pod("ls", "big", "8", "340Gi")] + [_pod(f"be-{g}", "big", "1", f"{g}Gi", True) for g in (10, 20, 30)]
+    fake = FakeApi([_node("big", "96", "512Gi")], pods)
+    feed = Feed()
+    for g in (10, 20, 30):
+        feed.pod(f"default/be-{g}", 500.0, g * GIB)
+    feed.pod("default/ls", 8000.0, 340 * GIB)
+    feed.node("big", 9550.0, 400 * GIB + 256)
+    controller = _fed(monkeypatch, fake, feed)
+    first = controller.step()
+    assert sorted(first["big"].evicted) == ["default/be-20", "default/be-30"]
+    # The evicted pods leave the API; the next pass comes before or after metrics-server measures the node again.
+    fake.pods = [p for p in fake.pods if p["metadata"]["name"] not in ("be-20", "be-30")]
+    feed.t += 15.0
+    feed.pods = [s for s in feed.pods if s.node not in ("default/be-20", "default/be-30")]
+    if fresh_sample:
+        feed.node("big", 8550.0, 350 * GIB + 256)
+    for _ in range(3):
+        assert controller.step()["big"].evicted == []
+        feed.t += 15.0
+        feed.node("big", 8550.0, 350 * GIB + 256)
+    assert [e["metadata"]["name"] for e in fake.posts("/eviction")] == ["be-30", "be-20"]
+
+
+def test_tampered_capacity_is_repaired_as_well_as_allocatable(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeApi([_node("a")], [_pod("ls", "a", "2", "4Gi")])
+    feed = Feed()
+    feed.node("a", 1000.0, 2048.0)
+    feed.pod("default/ls", 1000.0, 2048.0)
+    controller = _fed(monkeypatch, fake, feed)
+    controller.step()
+    (patch,) = [body for m, _, body in fake.writes if m == "PATCH"]
+    for key in ("capacity", "allocatable"):
+        fake.nodes[0]["status"][key].update(patch["status"][key])
+    feed.t += 15.0
+    feed.node("a", 1000.0, 2048.0)
+    controller.step()
+    assert len([m for m, _, _ in fake.writes if m == "PATCH"]) == 1  # unchanged: not written again
+    fake.nodes[0]["status"]["capacity"][BATCH_CPU_RESOURCE] = "1"  # the issue's tampering
+    feed.t += 15.0
+    feed.node("a", 1000.0, 2048.0)
+    controller.step()
+    patches = [body for m, _, body in fake.writes if m == "PATCH"]
+    assert len(patches) == 2 and patches[1]["status"]["capacity"] == patch["status"]["capacity"]
+    del fake.nodes[0]["status"]["capacity"][BATCH_MEMORY_RESOURCE]  # removed from capacity only
+    fake.nodes[0]["status"]["capacity"][BATCH_CPU_RESOURCE] = patch["status"]["capacity"][BATCH_CPU_RESOURCE]
+    feed.t += 15.0
+    feed.node("a", 1000.0, 2048.0)
+    controller.step()
+    assert len([m for m, _, _ in fake.writes if m == "PATCH"]) == 3
+
+
+def test_a_metrics_outage_never_makes_the_window_lend_more_afterwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node with only a BE pod: its non-BE usage is the system's 50m / 256 MiB, which no pod requests.
+    fake = FakeApi([_node("a")], [_pod("be", "a", "500m", "512Mi", True)])
+    feed = Feed()
+    feed.node("a", 550.0, 768.0)
+    feed.pod("default/be", 500.0, 512.0)
+    controller = _fed(monkeypatch, fake, feed, period_s=60.0)
+    before = controller.step()["a"].batch_cpu_m
+    assert before == 4000 * 6 // 10 - 50
+    for _ in range(2):  # metrics-server down for two passes: stale, nothing lent
+        feed.t += 60.0
+        assert controller.step()["a"] == reclaim_controller.NodeResult("stale", 0, 0, None, None)
+    feed.t += 60.0
+    feed.node("a", 550.0, 768.0)
+    feed.pod("default/be", 500.0, 512.0)
+    after = controller.step()["a"]
+    assert after.state == "fresh" and after.batch_cpu_m <= before
+
+
+def test_a_new_term_as_leader_starts_from_fresh_state_and_a_standby_pass_writes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeApi([_node("a")], [_pod("ls", "a", "2", "4Gi")])
+    feed = Feed()
+    feed.node("a", 1000.0, 2048.0)
+    controller = _fed(monkeypatch, fake, feed)
+    controller.poll_usage(False)
+    assert controller.reconcile(False) is None and fake.writes == []
+    assert controller.reconcile(True) is not None and fake.patches()
+    window = controller._window
+    feed.t += 15.0
+    feed.node("a", 1000.0, 2048.0)
+    controller.poll_usage(True)
+    controller.reconcile(True)
+    assert controller._window is window
+    controller.reconcile(False)
+    controller.reconcile(True)
+    assert controller._window is not window

@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,13 @@ def test_a_worse_candidate_is_rolled_back_and_the_scheduler_follows(tmp_path: Pa
 def test_too_few_pods_never_trigger_a_decision() -> None:
     report = compare({"pods": [_pod("candidate", 500, 10, 0)], "all_pods": [], "nodes": []}, sla_seconds=60)
     assert report.decision == "keep" and "too few pods" in report.reason
+
+
+def test_an_arm_without_pods_has_no_sla_rate_rather_than_zero() -> None:
+    report = compare({"pods": [_pod("control", 100, 200, i) for i in range(3)], "all_pods": [], "nodes": []},
+                     sla_seconds=60)
+    assert report.arms["candidate"].sla_violation is None and report.sla_violation_diff is None
+    assert report.arms["control"].sla_violation is not None
+    text = render(report)
+    assert "candidate" in text and "n/a" in text.splitlines()[2]
+    assert json.loads(json.dumps(asdict(report)))["arms"]["candidate"]["sla_violation"] is None

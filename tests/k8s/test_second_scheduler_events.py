@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from drlsched.k8s import second_scheduler
+from drlsched.k8s import events, second_scheduler
 from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.second_scheduler import SecondScheduler
 from drlsched.policies import make_policy
@@ -96,8 +96,8 @@ def _settle(s: SecondScheduler) -> None:
 
 @pytest.fixture(autouse=True)
 def _quick_event_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(second_scheduler, "_EVENT_RETRY_S", 0.01)
-    monkeypatch.setattr(second_scheduler, "_EVENT_RETRY_MAX_S", 0.02)
+    monkeypatch.setattr(events, "RETRY_S", 0.01)
+    monkeypatch.setattr(events, "RETRY_MAX_S", 0.02)
 
 
 def test_a_plain_bind_gets_one_event(scheduler: SecondScheduler, fake: FakeApi) -> None:
@@ -224,5 +224,5 @@ def test_an_event_refused_outright_or_failing_every_try_is_given_up(scheduler: S
     fake.on_event = down
     _bind_once(scheduler, "b", "n1")
     _settle(scheduler)
-    assert fake.scheduled() == [] and len(fake.event_tries) == 1 + second_scheduler._EVENT_TRIES
+    assert fake.scheduled() == [] and len(fake.event_tries) == 1 + events.TRIES
     assert scheduler.outcomes.get(outcome="bound") == 2  # the binds themselves succeeded

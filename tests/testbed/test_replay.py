@@ -58,3 +58,23 @@ def test_replay_without_a_cluster_is_a_clear_error(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "drlsched.cli", "replay", "--scenario", "batch", "--kubeconfig",
                           str(tmp_path / "missing"), "--json", "-"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_replay_for_a_scheduler_that_is_not_running_warns_and_reports_nulls(testbed: controlplane.Testbed,
+                                                                            tmp_path) -> None:
+    out = tmp_path / "replay.json"
+    res = subprocess.run([sys.executable, "-m", "drlsched.cli", "replay", "--scenario", "batch", "--nodes", "4",
+                          "--duration", "5", "--seed", "1", "--speedup", "10", "--pending-timeout", "3",
+                          "--scheduler", "drl-scheduler", "--namespace", "nobody", "--kubeconfig",
+                          str(testbed.kubeconfig), "--json", str(out), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    real = json.loads(out.read_text())
+    assert real["pods"] > 0 and real["pods_scheduled"] == 0
+    assert real["jct_p99_s"] is None and real["pending_p99_s"] is None
+    # every pod created waits for ever (DAG children of unfinished stages are never created: no anomaly of theirs)
+    stuck = real["anomalies"]["unschedulable_60s"]
+    assert stuck > 0 and real["anomaly_rate"] == stuck / real["pods"]
+    assert real["anomalies"]["bind_failed"] is None and "bind_failed" in real["anomalies_unavailable"]
+    warning = [line for line in res.stderr.splitlines() if "likely cause" in line]
+    assert len(warning) == 1 and "no scheduler named 'drl-scheduler'" in warning[0]

@@ -50,7 +50,7 @@ class Arm:
     arm: str
     policies: list[str]
     pods: int
-    sla_violation: Estimate
+    sla_violation: Estimate | None  # None for an arm without pods: no sample, not a 0% rate
     jct_s: Estimate | None
     node_cpu_utilisation: Estimate | None
 
@@ -87,10 +87,10 @@ def _mean(values: list[float]) -> Estimate | None:
     return Estimate(mean, mean - half, mean + half, n)
 
 
-def _rate(hits: int, n: int) -> Estimate:
-    """Wilson score interval (sound for small n and rates near 0 or 1)."""
+def _rate(hits: int, n: int) -> Estimate | None:
+    """Wilson score interval (sound for small n and rates near 0 or 1); None without a sample (missing, not 0)."""
     if n == 0:
-        return Estimate(0.0, 0.0, 1.0, 0)
+        return None
     p = hits / n
     denom = 1 + Z95**2 / n
     centre = (p + Z95**2 / (2 * n)) / denom

@@ -10,7 +10,6 @@ import signal
 import ssl
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -19,6 +18,7 @@ from drlsched.cli_common import add_reclaim_thresholds
 from drlsched.errors import UserError
 from drlsched.k8s import prom
 from drlsched.k8s.client import LOOPBACK, api_client
+from drlsched.k8s.controller import add_controller_arguments, controller_options
 from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller, PrometheusCollector
 from drlsched.k8s.placement import Placer
 from drlsched.k8s.rollout import Rollout
@@ -76,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     reclaim.add_argument("--event-namespace", default="default", help="namespace of the controller's Node events")
     reclaim.add_argument("--once", action="store_true", help="one pass, print its result as JSON, exit")
     reclaim.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_controller_arguments(reclaim, lease_name="drlsched-reclaim")
     reclaim.set_defaults(func=_reclaim)
 
     report = sub.add_parser("ab-report", help="compare the A/B arms of placed pods; optionally apply rollback")
@@ -292,7 +293,8 @@ def _reclaim(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from drlsched.k8s.reclaim_controller import ReclaimController
+    from drlsched.k8s.controller import Manager
+    from drlsched.k8s.reclaim_controller import COMPONENT, NodeResult, ReclaimController
     from drlsched.reclaim import ReclaimConfig
 
     _logging(args.log_level)
@@ -302,29 +304,28 @@ def _reclaim(args: argparse.Namespace) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be a positive number of seconds, not {value}")
     if not 0 < args.evict_mem_threshold <= 1:
         raise UserError(f"--evict-mem-threshold must be in (0, 1], got {args.evict_mem_threshold}")
+    options = controller_options(args)
     cfg = ReclaimConfig(model=args.model, cpu_threshold=args.reclaim_cpu_threshold,
                         mem_threshold=args.reclaim_mem_threshold, suppress_threshold=args.suppress_threshold,
                         period_s=args.period, window_s=args.window, evict_mem_threshold=args.evict_mem_threshold)
-    controller = ReclaimController(api_client(args.kubeconfig), cfg, stale_after_s=args.stale_after,
-                                   event_namespace=args.event_namespace)
+    api = api_client(args.kubeconfig, retry_connections=False)
+    manager = Manager(COMPONENT, api, options)
+    controller = ReclaimController(api, cfg, stale_after_s=args.stale_after, event_namespace=args.event_namespace)
+    controller.events.instance = manager.identity
+    controller.register(manager.registry)
     if args.once:
-        results = controller.step()
+        results: dict[str, NodeResult] = {}
+        manager.add("reconcile", args.period, lambda leading: results.update(controller.step()))
+        manager.run_once()
+        controller.events.drain(timeout_s=STOP_GRACE_S)
         print(json.dumps({name: dataclasses.asdict(r) for name, r in results.items()}, indent=2))
         return 0
+    # Usage is read every --metrics-interval by every replica (a standby's windows are warm when it takes over);
+    # passes run every --period exactly, on the leader only.
+    manager.add("metrics", args.metrics_interval, controller.poll_usage, leader_only=False)
+    manager.add("reconcile", args.period, controller.reconcile, leader_only=False)
     stop = threading.Event()
     _stop_on_signals(stop)
-    log = logging.getLogger("drlsched.k8s")
-    next_pass = time.monotonic()
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            controller.node_usage.add(controller.poll())
-            if started >= next_pass:
-                next_pass = started + args.period
-                controller.step(collect=False)
-        except Exception as err:  # an API hiccup: the next round retries
-            log.warning("reclaim pass failed: %s", err)
-        # Short waits: the signal handler runs on the main thread only between them (see _wait_for_stop).
-        while not stop.wait(0.25) and time.monotonic() - started < min(args.metrics_interval, args.period):
-            pass
-    return 0
+    code = manager.run(stop)
+    controller.events.drain(timeout_s=STOP_GRACE_S)
+    return code

@@ -36,6 +36,7 @@ import numpy as np
 
 from drlsched.cluster import Cluster
 from drlsched.k8s import prom, quantity
+from drlsched.k8s.client import connection_error
 from drlsched.k8s.objects import rfc3339_seconds
 
 log = logging.getLogger("drlsched.k8s")
@@ -109,6 +110,15 @@ class MetricsStore:
                 name: float(np.mean([v for t, v in w if t >= now - self.window_s] or [w[-1][1]]))
                 for name, w in present.items()
             }
+
+    def latest(self, node: str) -> tuple[float, dict[str, float]]:
+        """(timestamp of the newest sample, {series: its newest value}); (-inf, {}) without samples. Unlike
+        `state`, not averaged and not checked for staleness (the caller does)."""
+        with self.lock:
+            present = {name: w for name in SERIES if (w := self._series.get((node, name)))}
+            if not present:
+                return -math.inf, {}
+            return max(w[-1][0] for w in present.values()), {name: w[-1][1] for name, w in present.items()}
 
     def apply(self, cluster: Cluster) -> dict[str, int]:
         """Sets the cluster's measured usage from fresh windows; stale and missing nodes fall back to their
@@ -226,7 +236,7 @@ def parse_pod_metrics(body: dict[str, Any]) -> list[Sample]:
 class MetricsApiCollector:
     """NodeMetrics and PodMetrics from the metrics.k8s.io API (metrics-server; `kubectl top`'s source). `list_api`
     lists one resource ("nodes" or "pods") and returns the decoded List; an unavailable API (metrics-server down:
-    503) collects nothing this round, so the nodes' windows age and go stale."""
+    503) collects nothing this round, so the nodes' windows age and go stale; an unreachable apiserver raises."""
 
     def __init__(self, list_api: Callable[[str], dict[str, Any]]) -> None:
         self.list_api = list_api
@@ -238,6 +248,8 @@ class MetricsApiCollector:
             try:
                 out.append(parse(self.list_api(resource)))
             except Exception as err:  # any API failure: this round is empty and the data ages
+                if connection_error(err):
+                    raise  # the apiserver itself is unreachable: the caller backs off (and logs) once
                 log.info("metrics.k8s.io %s unavailable: %s", resource, str(err).splitlines()[0] if str(err) else err)
                 out.append([])
         return out[0], out[1]

@@ -8,8 +8,9 @@ the node's `status.capacity` and `status.allocatable` as `kubernetes.io/batch-cp
 `kubernetes.io/batch-memory` (bytes) through the status subresource, and evicts BE pods (those requesting batch
 resources) through the Eviction API from nodes that breach Koordinator's thresholds:
 
-- memory: node memory usage above `evict_mem_threshold` (70%) of capacity: BE pods by memory usage, largest
-  first, until the excess is covered;
+- memory: node memory usage (the latest sample, less the BE pods evicted earlier that it may still count:
+  `reclaim_evictions`) above `evict_mem_threshold` (70%) of capacity: BE pods by memory usage, largest first, the
+  fewest that bring it back under the threshold;
 - CPU: BE satisfaction (capacity × suppress − non-BE usage, over the BE pods' batch-cpu requests) below
   `evict_cpu_satisfaction` while the BE pods use what they are granted, for `evict_cpu_window_s`: BE pods by CPU
   usage until (target − satisfaction) × their requests are freed.
@@ -17,16 +18,18 @@ resources) through the Eviction API from nodes that breach Koordinator's thresho
 Evicted pods are deleted (kubelet's and Koordinator's behaviour); re-creating them is their owner's job (a Job, a
 replay). A node whose metrics are stale or missing gets batch allocatable 0, so no new BE pod is admitted there,
 and a Warning event `BatchResourcesStale` (once per episode) plus a log line. No quantity written is negative,
-fractional or NaN (`batch_patch` refuses them).
+fractional or NaN (`batch_patch` refuses them). Through a metrics outage the usage window keeps the last fresh
+measurement (or the requests, if higher), so nothing is lent afterwards that it would not lend.
+
+`reconcile(leading)` is the pass the controller Manager (`drlsched.k8s.controller`) runs every period; a pass
+after a spell without the lease starts from fresh state, as a new process would.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import math
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,18 +39,20 @@ from typing import Any
 import kubernetes
 import numpy as np
 
+from drlsched.k8s import prom, quantity
 from drlsched.k8s.client import request
+from drlsched.k8s.events import EventRecorder, involved
 from drlsched.k8s.metrics_pipeline import MetricsApiCollector, MetricsStore, Sample
 from drlsched.k8s.objects import (
     BATCH_CPU_RESOURCE,
     BATCH_MEMORY_RESOURCE,
     ObjectError,
     as_dict,
-    batch_allocatable,
     node_spec,
     pod_spec,
     rfc3339_seconds,
 )
+from drlsched.k8s.reclaim_evictions import EvictionLedger, memory_excess, pick_victims
 from drlsched.reclaim import NodeForecast, ReclaimConfig, UsageWindow, borg_reservations
 from drlsched.reclaim import batch_allocatable as model_batch
 from drlsched.workload import QoS
@@ -74,14 +79,6 @@ def batch_patch(cpu_m: int, mem_bytes: int) -> dict[str, Any]:
 def sane(values: np.ndarray) -> np.ndarray:
     """Usage as the model may see it: NaN and negatives (never expected after the pipeline's checks) become 0."""
     return np.where(np.isfinite(values) & (values > 0), values, 0.0)
-
-
-def pick_victims(amount: np.ndarray, need: float) -> int:
-    """How many of the pods (sorted largest first, `amount` each) to evict to free `need`: the fewest whose sum
-    reaches it (all of them if none does) — the simulator's rule."""
-    if need <= 0 or not amount.size:
-        return 0
-    return min(int(np.searchsorted(np.cumsum(amount), need)) + 1, amount.size)
 
 
 @dataclass
@@ -125,6 +122,7 @@ class ReclaimController:
         collect: Callable[[], tuple[list[Sample], list[Sample]]] | None = None,
         clock: Callable[[], float] = time.time,
         event_namespace: str = "default",
+        recorder: EventRecorder | None = None,
     ) -> None:
         if not cfg.enabled:
             raise ValueError("the reclaim controller needs a reclaim model other than none")
@@ -148,7 +146,47 @@ class ReclaimController:
         self._last_step: float | None = None
         self._low_since: dict[str, float] = {}
         self._stale_reported: set[str] = set()
-        self.instance = socket.gethostname()
+        # Events post from the recorder's thread (their retries must not hold up a pass); through this
+        # module's `request`, so a gated client refuses them on a standby.
+        self.events = recorder or EventRecorder(api, COMPONENT,
+                                                post=lambda path, body: request(self.api, "POST", path, body))
+        self.patches = prom.Counter("drlsched_reclaim_node_patches_total", "Node status patches, by outcome.")
+        self.evictions = prom.Counter("drlsched_reclaim_evictions_total", "BE pod evictions, by rule and outcome.")
+        self._leading = False
+        self.new_term()
+
+    def register(self, registry: prom.Registry) -> None:
+        for metric in (self.patches, self.evictions, self.events.outcomes):
+            registry.add(metric)
+        self.node_usage.register(registry)
+
+    def new_term(self) -> None:
+        """Forgets what a previous spell as leader computed (windows, reservations, eviction state)."""
+        self._window = None
+        self._window_nodes = []
+        self._forecast = None
+        self._tracked = {}
+        self._last_step = None
+        self._low_since = {}
+        self._stale_reported = set()
+        self._last_fresh: dict[str, tuple[float, float]] = {}  # node -> non-BE usage at its last fresh pass
+        self.ledger = EvictionLedger()
+
+    def reconcile(self, leading: bool) -> dict[str, NodeResult] | None:
+        """The Manager's pass: while leading, `step` on the usage polled so far; standing by, nothing (writes
+        would be refused anyway). A pass after a spell without the lease starts a new term."""
+        if not leading:
+            self._leading = False
+            return None
+        if not self._leading:
+            self.new_term()
+            self._leading = True
+        return self.step(collect=False)
+
+    def poll_usage(self, leading: bool) -> None:
+        """The Manager's metrics loop (leader or not: a standby's windows are warm when it takes over)."""
+        del leading
+        self.node_usage.add(self.poll())
 
     def poll(self) -> list[Sample]:
         """One collection: pod samples go to the pod store, node samples are returned (a Poller's collect)."""
@@ -163,7 +201,7 @@ class ReclaimController:
         nodes, specs = self._nodes()
         names = [s.name for s in specs]
         index = {n: i for i, n in enumerate(names)}
-        pods = self._pods(index, now)
+        pods, listed = self._pods(index, now)
         n = len(names)
         cap_cpu = np.array([s.cpu_m for s in specs], dtype=np.int64)
         cap_mem = np.array([s.mem_mib for s in specs], dtype=np.int64)
@@ -186,6 +224,14 @@ class ReclaimController:
         hp_req_mem = np.bincount(at, weights=req[:, 1] * ~be, minlength=n)
         ls_cpu = sane(np.where(fresh, node_cpu - be_use_cpu, hp_req_cpu))
         ls_mem = sane(np.where(fresh, node_mem - be_use_mem, hp_req_mem))
+        # A stale pass must not lower the window (the system's baseline has no request; a pod may use more than
+        # it requests): it repeats the node's last fresh non-BE usage, or its requests where they are higher.
+        for i, name in enumerate(names):
+            if fresh[i]:
+                self._last_fresh[name] = (float(ls_cpu[i]), float(ls_mem[i]))
+            elif name in self._last_fresh:
+                last_cpu, last_mem = self._last_fresh[name]
+                ls_cpu[i], ls_mem[i] = max(ls_cpu[i], last_cpu), max(ls_mem[i], last_mem)
         if self._window is None or self._window_nodes != names:
             self._window, self._window_nodes = UsageWindow(n, self.samples), names
             self._forecast = NodeForecast(self.cfg, n, self.cfg.period_s) if self.cfg.model == "forecast" else None
@@ -211,8 +257,15 @@ class ReclaimController:
                 memory_use_share=round(float(node_mem[i] / cap_mem[i]), 4) if fresh[i] else None,
                 be_cpu_satisfaction=round(float(satisfaction[i]), 4) if fresh[i] and be_req_cpu[i] else None,
             )
-        self._evict(pods, names, fresh, cap_mem, node_mem, use, be, be_use_cpu, be_lim, satisfaction, be_req_cpu,
-                    now, results)
+        # Evictions: what the latest samples measure, less the BE pods evicted before that they may still count.
+        newest = [self.node_usage.latest(name) for name in names]
+        self.ledger.update(listed, {name: t for name, (t, _) in zip(names, newest, strict=True)}, now)
+        gone_cpu, gone_mem = self.ledger.pending(names)
+        latest_mem = np.array([v.get("memory", math.nan) for _, v in newest], dtype=np.float64)
+        mem_over = np.where(fresh, memory_excess(latest_mem, gone_mem, cap_mem, self.cfg.evict_mem_threshold), 0.0)
+        be_lim_now = np.maximum(cap_cpu * self.cfg.suppress - np.minimum(sane(ls_cpu - gone_cpu), cap_cpu), 0.0)
+        self._evict(pods, names, fresh, cap_mem, mem_over, use, be, be_use_cpu, be_lim_now,
+                    be_lim_now / np.maximum(be_req_cpu, 1.0), be_req_cpu, now, results)
         lent = sum(r.batch_cpu_m for r in results.values())
         log.info("reclaim (%s): %d nodes, %d fresh, batch-cpu %dm lent, %d BE pods evicted", self.cfg.model, n,
                  int(fresh.sum()), lent, sum(len(r.evicted) for r in results.values()))
@@ -241,11 +294,13 @@ class ReclaimController:
         specs.sort(key=lambda s: s.name)
         return nodes, specs
 
-    def _pods(self, index: dict[str, int], now: float) -> list[_Pod]:
+    def _pods(self, index: dict[str, int], now: float) -> tuple[list[_Pod], set[str]]:
+        """The running pods on known nodes (not terminating), and the keys of every pod listed."""
         body = json.loads(request(self.api, "GET", "/api/v1/pods?fieldSelector=status.phase%3DRunning"))
-        pods = []
+        pods, listed = [], set()
         for pod in body.get("items") or []:
             meta = as_dict(pod.get("metadata"), "pod.metadata")
+            listed.add(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
             node = index.get(str(as_dict(pod.get("spec"), "pod.spec").get("nodeName") or ""))
             if node is None or meta.get("deletionTimestamp"):
                 continue
@@ -264,7 +319,7 @@ class ReclaimController:
             started = str(as_dict(pod.get("status"), "pod.status").get("startTime") or "")
             pods.append(_Pod(namespace, name, str(meta.get("uid") or f"{namespace}/{name}"), node, be,
                              (spec.cpu_m, spec.mem_mib), use, rfc3339_seconds(started) if started else now))
-        return pods
+        return pods, listed
 
     def _non_be(self, pods: list[_Pod], now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The running non-BE pods' node, Borg reservation (updated to now) and CPU history over the window."""
@@ -293,16 +348,15 @@ class ReclaimController:
 
     def _patch(self, node: dict[str, Any], cpu_m: int, mem_bytes: int) -> None:
         name = node["metadata"]["name"]
-        try:
-            current = batch_allocatable(node)
-        except ObjectError:
-            current = (-1, -1)  # unreadable: overwrite it
-        if current == (cpu_m, mem_bytes // MIB) and _has_batch(node):
+        # Capacity and allocatable alike: either may have been changed (or removed) by someone else.
+        if written_batch(node, "capacity") == written_batch(node, "allocatable") == (cpu_m, mem_bytes):
             return
         try:
             request(self.api, "PATCH", f"/api/v1/nodes/{name}/status", batch_patch(cpu_m, mem_bytes),
                     "application/merge-patch+json")
+            self.patches.inc(outcome="written")
         except kubernetes.client.ApiException as err:
+            self.patches.inc(outcome="error")
             log.warning("could not set the batch resources of node %s: %s %s", name, err.status, err.reason)
 
     def _report_state(self, name: str, node: dict[str, Any], state: str) -> None:
@@ -310,7 +364,7 @@ class ReclaimController:
             if name in self._stale_reported:
                 self._stale_reported.discard(name)
                 log.info("metrics of node %s are fresh again: batch resources lent again", name)
-                self._event(node, "Node", self.event_namespace, "Normal", "BatchResourcesRestored",
+                self._event(node, "Normal", "BatchResourcesRestored",
                             "node metrics are fresh again; batch resources are computed from usage again")
             return
         stale_s = self.node_usage.stale_after_s
@@ -319,14 +373,15 @@ class ReclaimController:
         log.warning("node %s: %s", name, message)
         if name not in self._stale_reported:
             self._stale_reported.add(name)
-            self._event(node, "Node", self.event_namespace, "Warning", "BatchResourcesStale", message)
+            self._event(node, "Warning", "BatchResourcesStale", message)
 
     def _evict(self, pods: list[_Pod], names: list[str], fresh: np.ndarray, cap_mem: np.ndarray,
-               node_mem: np.ndarray, use: np.ndarray, be: np.ndarray, be_use_cpu: np.ndarray, be_lim: np.ndarray,
+               mem_over: np.ndarray, use: np.ndarray, be: np.ndarray, be_use_cpu: np.ndarray, be_lim: np.ndarray,
                satisfaction: np.ndarray, be_req_cpu: np.ndarray, now: float,
                results: dict[str, NodeResult]) -> None:
+        """At most one decision per node: the memory rule on `mem_over` (MiB over the threshold), else the CPU
+        rule; the fewest BE pods covering the need, largest first."""
         cfg = self.cfg
-        mem_over = np.where(fresh, node_mem - cfg.evict_mem_threshold * cap_mem, 0.0)
         # Koordinator's CPU rule: satisfaction low while the BE pods use (nearly) all they are granted.
         low = fresh & (be_req_cpu > 0) & (satisfaction < cfg.evict_cpu_satisfaction) & \
             (np.minimum(be_use_cpu, be_lim) >= 0.9 * be_lim)
@@ -344,19 +399,27 @@ class ReclaimController:
             if not mine.size:
                 continue
             if mem_over[i] > 0:
-                col, need, why = 1, float(mem_over[i]), (f"node memory usage {node_mem[i] / cap_mem[i]:.0%} above "
-                                                         f"the BE eviction threshold {cfg.evict_mem_threshold:.0%}")
+                share = (float(mem_over[i]) + cfg.evict_mem_threshold * cap_mem[i]) / cap_mem[i]
+                col, need, why = 1, float(mem_over[i]), (f"node memory usage {share:.0%} above the BE eviction "
+                                                         f"threshold {cfg.evict_mem_threshold:.0%}")
+                rule = "memory"
                 amount_of = use[:, 1]
             else:
                 col, need = 0, float((cfg.evict_cpu_target - satisfaction[i]) * be_req_cpu[i])
                 why = (f"BE CPU satisfaction {satisfaction[i]:.2f} below {cfg.evict_cpu_satisfaction:.2f} for "
                        f"{cfg.evict_cpu_window_s:.0f} s")
                 amount_of = np.array([p.request[0] for p in pods], dtype=np.float64)
+                rule = "cpu"
                 self._low_since.pop(name, None)
             order = mine[np.argsort(-use[mine, col], kind="stable")]
             for k in order[: pick_victims(amount_of[order], need)].tolist():
-                if self._evict_pod(pods[k], why):
-                    results[name].evicted.append(f"{pods[k].namespace}/{pods[k].name}")
+                pod = pods[k]
+                if self._evict_pod(pod, why):
+                    self.evictions.inc(rule=rule, outcome="evicted")
+                    self.ledger.add(f"{pod.namespace}/{pod.name}", name, pod.use[0], pod.use[1], now)
+                    results[name].evicted.append(f"{pod.namespace}/{pod.name}")
+                else:
+                    self.evictions.inc(rule=rule, outcome="refused")
 
     def _evict_pod(self, pod: _Pod, why: str) -> bool:
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
@@ -368,29 +431,21 @@ class ReclaimController:
             log.info("eviction of BE pod %s/%s refused: %s %s", pod.namespace, pod.name, err.status, err.reason)
             return False
         log.warning("evicted BE pod %s/%s: %s", pod.namespace, pod.name, why)
-        obj = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
-        self._event(obj, "Pod", pod.namespace, "Warning", "EvictedByReclaim", f"BE pod evicted: {why}")
+        self.events.submit(involved("Pod", pod.name, pod.uid, pod.namespace), pod.namespace, "Warning",
+                           "EvictedByReclaim", f"BE pod evicted: {why}")
         return True
 
-    def _event(self, obj: dict[str, Any], kind: str, namespace: str, type_: str, reason: str, message: str) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        meta = obj["metadata"]
-        involved = {"apiVersion": "v1", "kind": kind, "name": meta["name"], "uid": meta.get("uid", "")}
-        if kind == "Pod":
-            involved["namespace"] = namespace
-        body = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
-            "involvedObject": involved, "reason": reason, "message": message, "type": type_,
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT, "reportingInstance": self.instance,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        try:
-            request(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body)
-        except kubernetes.client.ApiException as err:  # events are best effort
-            log.info("event %s for %s %s not recorded: %s", reason, kind, meta["name"], err.status)
+    def _event(self, node: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = node["metadata"]
+        self.events.submit(involved("Node", meta["name"], meta.get("uid", "")), self.event_namespace, type_, reason,
+                           message)
 
 
-def _has_batch(node: dict[str, Any]) -> bool:
-    status = as_dict(node.get("status"), "node.status")
-    return all(BATCH_CPU_RESOURCE in as_dict(status.get(key), "node.status") and
-               BATCH_MEMORY_RESOURCE in as_dict(status.get(key), "node.status") for key in ("capacity", "allocatable"))
+def written_batch(node: dict[str, Any], key: str) -> tuple[int, int] | None:
+    """The batch resources (millicores, bytes) in the node's `status.<key>`; None where absent or unreadable."""
+    try:
+        values = as_dict(as_dict(node.get("status"), "node.status").get(key), f"node.status.{key}")
+        return (round(quantity.parse(values[BATCH_CPU_RESOURCE])),
+                round(quantity.parse(values[BATCH_MEMORY_RESOURCE])))
+    except (KeyError, ObjectError, quantity.QuantityError):
+        return None

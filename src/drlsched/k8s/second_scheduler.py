@@ -31,6 +31,7 @@ import kubernetes
 
 from drlsched.k8s import prom
 from drlsched.k8s.client import request
+from drlsched.k8s.events import EventRecorder, involved
 from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.objects import TERMINAL_PHASES, ObjectError, pod_spec
 from drlsched.k8s.placement import Placer
@@ -43,9 +44,6 @@ from drlsched.workload import PodSpec
 
 log = logging.getLogger("drlsched.k8s")
 _BIND_WORKERS = 32
-_EVENT_TRIES = 12  # client-go tools/record maxTriesPerEvent
-_EVENT_RETRY_S = 0.5  # the first wait between tries, doubling up to _EVENT_RETRY_MAX_S (client-go waits 10 s)
-_EVENT_RETRY_MAX_S = 10.0
 
 
 @dataclass
@@ -89,6 +87,9 @@ class SecondScheduler:
         self._started_at = ""  # RFC 3339 second of start: bindings before it are a previous instance's
         self._cond = threading.Condition()
         self._stopping = threading.Event()
+        # Through this module's `request` (tests replace it); retries end when the scheduler stops.
+        self._events = EventRecorder(api, self.name, stop=self._stopping,
+                                     post=lambda path, body: request(self.api, "POST", path, body))
         self._pool = _Writes(_BIND_WORKERS)
         self._loop = threading.Thread(target=self._run, name="schedule", daemon=True)
 
@@ -358,35 +359,10 @@ class SecondScheduler:
             log.info("could not mark %s/%s unschedulable: %s", pending.namespace, pending.name, err)
 
     def _event(self, pending: _Pending, uid: str, kind: str, reason: str, message: str) -> None:
-        """Posts an Event, retrying while the apiserver is unreachable or failing (client-go's recorder tries an
-        event 12 times). The name is fixed before the first try, as client-go's `<object>.<unix nanos in hex>`,
-        so a retry of a write whose answer was lost meets a 409 instead of recording the event twice."""
-        now = _now()
-        body = {
-            "metadata": {"name": f"{pending.name}.{time.time_ns():x}", "namespace": pending.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pending.name,
-                               "namespace": pending.namespace, "uid": uid},
-            "reason": reason, "message": message, "type": kind,
-            "source": {"component": self.name}, "reportingComponent": self.name, "reportingInstance": self.name,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        delay = _EVENT_RETRY_S
-        for attempt in range(1, _EVENT_TRIES + 1):
-            try:
-                request(self.api, "POST", f"/api/v1/namespaces/{pending.namespace}/events", body)
-                return
-            except Exception as err:
-                status = getattr(err, "status", None)
-                if status == 409:  # an earlier try landed and its answer was lost
-                    return
-                transient = status is None or status == 429 or status >= 500
-                # Events stay best effort, as in kube-scheduler: given up on a refusal, after the last try, or
-                # when the scheduler stops.
-                if not transient or attempt == _EVENT_TRIES or self._stopping.wait(delay):
-                    log.info("event %s for %s/%s not recorded after %d tries: %s", reason, pending.namespace,
-                             pending.name, attempt, err)
-                    return
-                delay = min(delay * 2, _EVENT_RETRY_MAX_S)
+        """Posts an Event with client-go's retries (drlsched.k8s.events: 12 tries, the name fixed before the first
+        so a lost answer meets a 409); given up when the scheduler stops."""
+        self._events.record(involved("Pod", pending.name, uid, pending.namespace), pending.namespace, kind, reason,
+                            message)
 
 
 class _Writes(ThreadPoolExecutor):

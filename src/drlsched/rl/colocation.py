@@ -35,7 +35,7 @@ from drlsched.source import WorkloadSource
 # (metric key, column title, scale); the article's table plus what colocation adds.
 COLUMNS = (("jct_p99_s", "P99 JCT (s)", 1.0), ("cpu_util", "CPU util (%)", 100.0),
            ("sla_violation_rate", "SLA viol. (%)", 100.0), ("evictions", "Evictions", 1.0),
-           ("cross_node_traffic_gb", "Traffic (GB)", 1.0))
+           ("cross_node_traffic_gb", "Traffic (GB)", 1.0), ("anomaly_rate", "Anomaly (%)", 100.0))
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,9 @@ def table(results: dict[str, object]) -> str:
         cells = []
         for key, _, scale in COLUMNS:
             stat = summary[label][key]
+            if not stat["n"]:  # null in every run: an empty sample, missing rather than 0
+                cells.append("n/a")
+                continue
             cell = f"{stat['mean'] * scale:.3g} ± {stat['ci95'] * scale:.2g}"
             r = ratios.get(label, {}).get(key)
             if r and r["n"]:

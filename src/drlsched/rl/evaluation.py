@@ -17,7 +17,7 @@ from drlsched.rl.env import TRAIN_SEED_BASE, EnvConfig, SchedulingEnv
 from drlsched.rl.features import action_for
 
 REPORTED = ("cpu_util", "jct_p50_s", "jct_p99_s", "cross_node_traffic_gb", "sla_violation_rate", "gpu_util",
-            "gpu_fragmentation", "pods_unschedulable")
+            "gpu_fragmentation", "pods_unschedulable", "anomaly_rate")
 
 
 def episode(policy_name: str, env_cfg: EnvConfig, seed: int) -> dict[str, float]:
@@ -46,7 +46,8 @@ def episode(policy_name: str, env_cfg: EnvConfig, seed: int) -> dict[str, float]
             break
     out = {"return": total, "steps": float(steps), **{f"term_{k}": v for k, v in terms_sum.items()}}
     metrics = info.get("metrics") or {}
-    out.update({k: float(metrics[k]) for k in REPORTED if k in metrics})  # type: ignore[arg-type]
+    # A null metric (an empty sample) is left out: missing, not 0.
+    out.update({k: float(metrics[k]) for k in REPORTED if metrics.get(k) is not None})  # type: ignore[arg-type]
     return out
 
 
@@ -65,7 +66,8 @@ def compare(policies: list[str], env_cfg: EnvConfig, seeds: list[int], jobs: int
     out: dict[str, object] = {}
     for p in policies:
         rows = [by[(p, s)] for s in seeds]
-        entry = {k: mean_ci([r[k] for r in rows]) for k in rows[0]}
+        keys = list(dict.fromkeys(k for r in rows for k in r))  # a metric null in an episode is absent from its row
+        entry = {k: mean_ci([r.get(k) for r in rows]) for k in keys}
         if baseline in policies and p != baseline:
             entry["return_minus_baseline"] = mean_ci([by[(p, s)]["return"] - by[(baseline, s)]["return"]
                                                       for s in seeds])

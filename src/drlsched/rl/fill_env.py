@@ -91,10 +91,11 @@ class FillEnv(SchedulingEnv):
 
 def episode_metrics(curve: dict[str, np.ndarray]) -> dict[str, object]:
     """A finished fill's measures at 100% demand and at its end. `cpu_util` (the column the training curve logs)
-    holds the GPU allocation share at the end, the fill's utilisation; the other logged keys are 0."""
+    holds the GPU allocation share at the end, the fill's utilisation; the other logged keys have no sample in a
+    fill (no job finishes, no LS pod runs, no anomaly is modelled): null, left out of the curve's means."""
     at_full = values_at(curve, 1.0)
     end = values_at(curve, float(curve["demand"][-1]))
     return {"gpu_unallocated_at_100": at_full["gpu_unallocated"], "gpu_fragmented_at_100": at_full["gpu_fragmented"],
             "gpu_unallocated": end["gpu_unallocated"], "pods_failed": end["pods_failed"],
-            "cpu_util": end["gpu_allocated_share"], "jct_p99_s": 0.0, "sla_violation_rate": 0.0,
-            "cross_node_traffic_gb": 0.0}
+            "cpu_util": end["gpu_allocated_share"], "jct_p99_s": None, "sla_violation_rate": None,
+            "cross_node_traffic_gb": 0.0, "anomaly_rate": None}

@@ -254,6 +254,7 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
                 "episode_return": _mean(finished, "return"), "cpu_util": _mean(finished, "cpu_util"),
                 "jct_p99_s": _mean(finished, "jct_p99_s"),
                 "sla_violation_rate": _mean(finished, "sla_violation_rate"),
+                "anomaly_rate": _mean(finished, "anomaly_rate"),
                 "entropy": float(ent.detach()), "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs)),
                 "pg_loss": float(pg_loss.detach()), "v_loss": float(v_loss.detach()), "explained_var": explained,
                 "lr": opt.param_groups[0]["lr"], "ent_coef": ent_coef,

@@ -16,6 +16,7 @@ The learner (reward scaling, GAE, update) gets the concatenated trajectories in 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Protocol
 
@@ -27,7 +28,7 @@ from drlsched.rl.env import EnvConfig
 from drlsched.rl.network import NetConfig, SchedulerNet
 
 ROW_BLOCK = 8
-EPISODE_METRICS = ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_traffic_gb")
+EPISODE_METRICS = ("cpu_util", "jct_p99_s", "sla_violation_rate", "cross_node_traffic_gb", "anomaly_rate")
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,10 @@ class RolloutWorker:
                 fi = info.get("final_info", {})
                 if term[i] and "metrics" in fi and fi["_metrics"][i]:
                     for key in EPISODE_METRICS:
-                        row[key] = float(fi["metrics"][key][i])
+                        value = fi["metrics"].get(key, [None] * (i + 1))[i]
+                        # null (an empty sample: no job finished, no LS pod) is missing, not 0: left out of the mean
+                        if value is not None and not math.isnan(float(value)):
+                            row[key] = float(value)
                 finished.append((t, self.first + int(i), row))
                 self.ep_ret[i], self.ep_len[i] = 0.0, 0
         self.obs = obs

@@ -27,6 +27,7 @@ from drlsched.errors import UserError
 from drlsched.k8s.objects import node_spec
 from drlsched.k8s.reclaim_controller import METRICS_RESOLUTION_S
 from drlsched.testbed import karpenter, processes
+from drlsched.testbed.audit import audit_args
 from drlsched.testbed.autoscalers import HPA_SYNC_PERIOD_S, start_controller_manager, start_karpenter
 from drlsched.testbed.build import extra_assets, extra_binary, find_binaries, metrics_server_binary
 from drlsched.testbed.kwok_config import kwok_config
@@ -62,6 +63,7 @@ class Options:
     node_pools: Sequence[NodeGroup] | None = None  # Karpenter's NodePools; default: the nodes' templates
     node_provision_s: float = 0.0  # a Karpenter node's registration delay (KWOKNodeClass nodeRegistrationDelay)
     consolidate_after_s: float = 0.0  # NodePool spec.disruption.consolidateAfter (upstream default 0s)
+    audit_log: bool = False  # the apiserver logs every write (testbed.audit): who wrote what, e.g. per replica
 
 
 @dataclass
@@ -234,11 +236,14 @@ def _start_all(testbed: Testbed, binaries: dict[str, Path], options: Options) ->
     )
 
     ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    apiserver_args = _apiserver_args(ports, etcd_url, pki)
+    if options.audit_log:
+        apiserver_args += audit_args(d)
     launch(
         testbed,
         "kube-apiserver",
         binaries["kube-apiserver"],
-        _apiserver_args(ports, etcd_url, pki),
+        apiserver_args,
         lambda: (
             processes.http_ok(f"{testbed.apiserver_url}/readyz", ca, tokens["admin"])
             and processes.http_ok(f"{testbed.apiserver_url}/api/v1/namespaces/default", ca, tokens["admin"])
