@@ -23,8 +23,8 @@ from drlsched.usage_trace import USAGE_FORMATS, load_usage, parse_usage_series, 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """--scenario or --trace, and the sizes every workload command shares."""
-    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
-                   help=f"synthetic scenario: {', '.join(SCENARIOS)}")
+    p.add_argument("--scenario", choices=sorted([*SCENARIOS, "tpch"]), metavar="NAME",
+                   help=f"synthetic scenario: {', '.join(SCENARIOS)}, tpch (Spark jobs: simulate, evaluate)")
     add_trace_arguments(p)
     p.add_argument("--nodes", type=positive_int, help="cluster size (default: the scenario's or the trace's)")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="arrival window in seconds")

@@ -21,6 +21,7 @@ from drlsched.cli_common import (
 from drlsched.distributed import add_backend_arguments, check_backend_arguments, load_ray_backend
 from drlsched.errors import UserError
 from drlsched.evaluate import RunSpec, aggregate, default_jobs, paired_ratios, run_all, to_jsonable
+from drlsched.jobs import cli as jobs_cli
 from drlsched.metrics import (
     ANOMALY_KEYS,
     COLOCATION_KEYS,
@@ -38,6 +39,8 @@ MAX_SEEDS = 1000
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    if jobs_cli.is_job_workload(args):
+        return jobs_cli.simulate(args)
     factory = workload_source(args)
     config = sim_config(args)
     policy = make_policy(args.policy)
@@ -71,6 +74,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if jobs_cli.is_job_workload(args):
+        return jobs_cli.evaluate(args)
     factory = workload_source(args)
     check_backend_arguments(args)
     backend = load_ray_backend() if args.backend == "ray" else None  # a missing Ray fails before any work
@@ -177,6 +182,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="FILE|-", help="write the metrics JSON to FILE, or to stdout with -")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    jobs_cli.add_job_arguments(p, many=False)
+    jobs_cli.extend_trace_formats(p)
     p.set_defaults(func=cmd_simulate)
 
     e = sub.add_parser("evaluate", help="compare policies on the same workloads over paired seeds",
@@ -194,4 +201,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="metrics JSON files from `replay --json` (or `simulate --json`) to report beside the runs")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     add_backend_arguments(e)
+    jobs_cli.add_job_arguments(e, many=True)
+    jobs_cli.extend_trace_formats(e)
     e.set_defaults(func=cmd_evaluate)
