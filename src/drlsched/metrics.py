@@ -12,10 +12,10 @@ import numpy as np
 from drlsched.workload import GPU_MILLI
 
 # Keys every run reports, in this order (the contract of `simulate --json` and `evaluate`'s results.json).
-METRIC_KEYS = ("jct_p50_s", "jct_p99_s", "pending_p99_s", "cpu_util", "mem_util", "gpu_util", "cpu_alloc",
-               "gpu_alloc", "sla_violation_rate", "migrations", "cross_node_traffic_gb", "gpu_fragmentation",
-               "gpu_fragmented", "gpu_unallocated", "pods_scheduled", "pods_unschedulable", "makespan_s",
-               "anomaly_rate")
+METRIC_KEYS = ("jct_mean_s", "jct_p50_s", "jct_p99_s", "pending_p99_s", "cpu_util", "mem_util", "gpu_util",
+               "cpu_alloc", "gpu_alloc", "sla_violation_rate", "migrations", "cross_node_traffic_gb",
+               "gpu_fragmentation", "gpu_fragmented", "gpu_unallocated", "pods_scheduled", "pods_unschedulable",
+               "makespan_s", "anomaly_rate")
 # The parts of `anomaly_rate`: pod counts, nested in the metrics dict as `anomalies: {part: count}`. Consumers that
 # want flat keys name them `anomalies.<part>` (ANOMALY_KEYS) and read them with `metric_value`.
 ANOMALY_PARTS = ("unschedulable_60s", "bind_failed", "evicted", "preempted_or_migrated", "sla_breach",
@@ -33,6 +33,8 @@ NULLABLE_KEYS = {
     "be_pending_p99_s": "no BE pod was placed", "cpu_util_reclaimed": "no CPU was used",
     "ls_slowdown_p50": "no LS pod ran", "ls_slowdown_p99": "no LS pod ran",
     "submit_lag_p99_s": "no pod was created", "makespan_s": "no pod finished",
+    "jct_mean_s": "no job finished", "jct_mean_small_s": "no job finished",
+    "jct_mean_medium_s": "no job finished", "jct_mean_large_s": "no job finished",
 }
 SERIES_KEYS = ("t", "cpu_util", "mem_util", "gpu_util", "cpu_alloc", "gpu_alloc", "pending", "running",
                "gpu_fragmentation")
@@ -189,6 +191,7 @@ def summarize(acc: Accumulator, *, total_cpu: int, total_mem: int, total_gpu_mil
     busy = acc.busy_s if acc.busy_s > 0 else 1.0
     gpu_cap = total_gpu_milli or 1
     return {
+        "jct_mean_s": float(np.frombuffer(acc.jct, dtype=np.float64).mean()) if len(acc.jct) else None,
         "jct_p50_s": _pct(acc.jct, 50),
         "jct_p99_s": _pct(acc.jct, 99),
         "pending_p99_s": _pct(acc.pending, 99),

@@ -17,6 +17,7 @@ from drlsched.errors import UserError
 from drlsched.jobs.metrics import JOB_METRIC_KEYS
 from drlsched.jobs.policies import JOB_POLICIES, make_job_policy
 from drlsched.jobs.workload import DEFAULT_DURATION_S, DEFAULT_NODES, JobSource, check_source, run_jobs_full
+from drlsched.metrics import null_warning
 
 JOB_SCENARIOS = ("tpch",)
 JOB_TRACE_FORMATS = ("spark-profiles",)
@@ -76,11 +77,22 @@ def simulate(args: argparse.Namespace) -> int:
           f"{metrics['task_completions_per_s']:.0f} task completions/s)")
     for key in JOB_METRIC_KEYS:
         value = metrics[key]
-        print(f"  {key:24s} {value:.4g}" if isinstance(value, float) else f"  {key:24s} {value}")
+        shown = "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+        print(f"  {key:24s} {shown}")
+    warning = null_warning([metrics])
+    if warning:
+        print(warning, file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(metrics, indent=2) + "\n")
         print(f"metrics written to {args.json}")
     return 0
+
+
+def _ratio(value: object, base: object) -> float | None:
+    """A paired ratio; missing (None) where either run has no value or the baseline's is 0."""
+    if value is None or base is None or not float(base):  # type: ignore[arg-type]
+        return None
+    return float(value) / float(base)  # type: ignore[arg-type]
 
 
 def _one(task: tuple[JobSource, str, int]) -> tuple[dict[str, object], list[float]]:
@@ -114,10 +126,10 @@ def evaluate(args: argparse.Namespace) -> int:
     else:
         results = [_one(t) for t in tasks]
     by = {(m["job_policy"], m["seed"]): (m, jct) for m, jct in results}
-    summary = {n: {k: mean_ci([float(by[(n, s)][0][k]) for s in seeds]) for k in JOB_METRIC_KEYS} for n in names}
+    summary = {n: {k: mean_ci([by[(n, s)][0][k] for s in seeds]) for k in JOB_METRIC_KEYS} for n in names}
     base = names[0] if BASELINE not in names else BASELINE
-    ratios = {n: {k: mean_ci([float(by[(n, s)][0][k]) / float(by[(base, s)][0][k]) for s in seeds
-                              if float(by[(base, s)][0][k])]) for k in ("jct_mean_s", "jct_p50_s", "jct_p99_s")}
+    ratios = {n: {k: mean_ci([_ratio(by[(n, s)][0][k], by[(base, s)][0][k]) for s in seeds])
+                  for k in ("jct_mean_s", "jct_p50_s", "jct_p99_s")}
               for n in names if n != base}
     meta = {"workload": source.name, "seeds": seeds, "job_policies": names, "placement_policies": args.policies,
             "nodes": source.nodes, "load": source.load, "batch": source.batch, "baseline": base,
@@ -125,6 +137,9 @@ def evaluate(args: argparse.Namespace) -> int:
     results_json = {"meta": meta, "policies": summary, f"ratio_vs_{base}": ratios,
                     "runs": [m for m, _ in results]}
     (out / "results.json").write_text(json.dumps(results_json, indent=2) + "\n")
+    warning = null_warning([m for m, _ in results])
+    if warning:
+        print(warning, file=sys.stderr)
     table = _table(summary, names)
     _cdf(out, names, seeds, by)
     lines = [f"# drlsched evaluation: {source.name} (job policies)", "",
@@ -132,7 +147,7 @@ def evaluate(args: argparse.Namespace) -> int:
              "", f"Paired ratio to `{base}` (mean ± 95% CI):", "", "| Job policy | mean JCT | P50 JCT | P99 JCT |",
              "|---|---|---|---|"]
     for n, r in ratios.items():
-        lines.append(f"| {n} | " + " | ".join(f"{r[k]['mean']:.3f} ± {r[k]['ci95']:.3f}"
+        lines.append(f"| {n} | " + " | ".join(_cell(r[k], ".3f", ".3f")
                                               for k in ("jct_mean_s", "jct_p50_s", "jct_p99_s")) + " |")
     lines += ["", "Metric definitions: docs/simulator.md \"Jobs, stages and executors\".", "",
               "![jct_cdf](jct_cdf.png)"]
@@ -148,10 +163,15 @@ _COLUMNS = (("jct_mean_s", "mean JCT (s)"), ("jct_p50_s", "P50 JCT (s)"), ("jct_
             ("makespan_s", "makespan (s)"), ("executor_util", "executor util"), ("executor_starts", "executor starts"))
 
 
+def _cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
+    mean, ci = stat["mean"], stat["ci95"]
+    return "n/a" if mean is None or ci is None else f"{mean:{mean_fmt}} ± {ci:{ci_fmt}}"
+
+
 def _table(summary: dict[str, dict[str, dict[str, float]]], names: list[str]) -> str:
     rows = ["| Job policy | " + " | ".join(t for _, t in _COLUMNS) + " |", "|---|" + "---|" * len(_COLUMNS)]
     for n in names:
-        cells = [f"{summary[n][k]['mean']:.4g} ± {summary[n][k]['ci95']:.2g}" for k, _ in _COLUMNS]
+        cells = [_cell(summary[n][k], ".4g", ".2g") for k, _ in _COLUMNS]
         rows.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

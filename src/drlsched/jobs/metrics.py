@@ -35,18 +35,19 @@ class JobAccumulator:
         self.work.append(work)
         self.last_finish = max(self.last_finish, t)
 
-    def summary(self, executors: int) -> dict[str, float]:
+    def summary(self, executors: int) -> dict[str, float | None]:
+        """Statistics over an empty sample (no job finished) are None (JSON null), never 0.0 (NULLABLE_KEYS)."""
         jct = np.frombuffer(self.jct, dtype=np.float64) if len(self.jct) else np.zeros(0)
         work = np.frombuffer(self.work, dtype=np.float64) if len(self.work) else np.zeros(0)
         makespan = max(0.0, self.last_finish - (self.first_arrival or 0.0))
-        out: dict[str, float] = {
-            "jct_mean_s": float(jct.mean()) if jct.size else 0.0,
-            "jct_p50_s": float(np.percentile(jct, 50)) if jct.size else 0.0,
-            "jct_p99_s": float(np.percentile(jct, 99)) if jct.size else 0.0,
+        out: dict[str, float | None] = {
+            "jct_mean_s": float(jct.mean()) if jct.size else None,
+            "jct_p50_s": float(np.percentile(jct, 50)) if jct.size else None,
+            "jct_p99_s": float(np.percentile(jct, 99)) if jct.size else None,
         }
         out.update(tercile_means(jct, work))
         out.update({
-            "makespan_s": makespan,
+            "makespan_s": makespan if jct.size else None,
             "executor_util": self.busy_s / self.alloc_s if self.alloc_s > 0 else 0.0,
             "executor_starts": self.executor_starts,
             "cluster_util": self.busy_s / (executors * makespan) if makespan > 0 else 0.0,
@@ -58,11 +59,11 @@ class JobAccumulator:
         return out
 
 
-def tercile_means(jct: np.ndarray, work: np.ndarray) -> dict[str, float]:
+def tercile_means(jct: np.ndarray, work: np.ndarray) -> dict[str, float | None]:
     """Mean JCT of the smallest, middle and largest third of the finished jobs by size (work); ties by order."""
     keys = ("jct_mean_small_s", "jct_mean_medium_s", "jct_mean_large_s")
     if jct.size == 0:
-        return dict.fromkeys(keys, 0.0)
+        return dict.fromkeys(keys, None)
     order = np.argsort(work, kind="stable")
     parts = np.array_split(jct[order], 3)
-    return {k: float(p.mean()) if p.size else 0.0 for k, p in zip(keys, parts, strict=True)}
+    return {k: float(p.mean()) if p.size else None for k, p in zip(keys, parts, strict=True)}
