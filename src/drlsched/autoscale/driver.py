@@ -65,6 +65,7 @@ class DriverConfig:
     template: NodeTemplate = DEFAULT_TEMPLATE
     policy: str = "k8s-default"
     step_s: float = 1.0
+    measure_from_s: float = 0.0  # metrics count from here (e.g. after a day the forecast learns from)
     metric_resolution_s: float = 15.0
     startup: Startup = field(default_factory=Startup)
 
@@ -349,6 +350,7 @@ class Driver:
         replicas_count = np.zeros(steps, dtype=np.int64)
         nodes_count = np.zeros(steps, dtype=np.int64)
         in_burst = np.zeros(steps, dtype=bool)
+        measured = times >= cfg.measure_from_s
         for a, b in self.load.bursts:
             in_burst[(times >= a) & (times < b)] = True
         burst_slow: list[np.ndarray] = []
@@ -392,6 +394,8 @@ class Driver:
                 n_service = len(service)
             served = serve(spec, rate, node_of, cap, busy)
             acc += served.usage_m * (dt / 1000.0)
+            if now < cfg.measure_from_s:
+                continue
             m = int((now - self.load.start_s) // 60)
             req_min[m] += rate * dt
             bad_min[m] += rate * dt * served.violating_share
@@ -406,8 +410,9 @@ class Driver:
             replicas_count[k] = n_service
             pods_count[k] = bound
             nodes_count[k] = len(self.nodes)
-        return RunResult(self._metrics(times, rates, needed, req_min, bad_min, ready_count, pods_count,
-                                       nodes_count, burst_slow, burst_w),
+        m0 = int(np.argmax(measured)) if measured.any() else steps
+        return RunResult(self._metrics(times[m0:], rates[m0:], needed[m0:], req_min, bad_min, ready_count[m0:], pods_count[m0:],
+                                       nodes_count[m0:], burst_slow, burst_w),
                          _per_minute(times, dt, rates, replicas_count, ready_count, needed, nodes_count))
 
     def _metrics(self, times: np.ndarray, rates: np.ndarray, needed: np.ndarray, req_min: np.ndarray,
@@ -430,6 +435,8 @@ class Driver:
         enough = ready >= np.ceil(rates * self.spec.cpu_per_rps_m / (rho * self.spec.limit_ratio * self.spec.request_m))
         ttscale = []
         for a, b in self.load.bursts:
+            if times.size == 0 or a < times[0]:
+                continue  # before the measured part
             inside = np.flatnonzero((times >= a) & (times < b))
             if inside.size == 0:
                 continue
