@@ -411,8 +411,9 @@ class Driver:
             pods_count[k] = bound
             nodes_count[k] = len(self.nodes)
         m0 = int(np.argmax(measured)) if measured.any() else steps
-        return RunResult(self._metrics(times[m0:], rates[m0:], needed[m0:], req_min, bad_min, ready_count[m0:], pods_count[m0:],
-                                       nodes_count[m0:], burst_slow, burst_w),
+        metrics = self._metrics(times[m0:], rates[m0:], needed[m0:], req_min, bad_min, ready_count[m0:],
+                                pods_count[m0:], nodes_count[m0:], burst_slow, burst_w)
+        return RunResult(metrics,
                          _per_minute(times, dt, rates, replicas_count, ready_count, needed, nodes_count))
 
     def _metrics(self, times: np.ndarray, rates: np.ndarray, needed: np.ndarray, req_min: np.ndarray,
