@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--val-seeds", default="100")
     ap.add_argument("--days", default="1998-06-18,1998-06-21,1998-06-24")
     ap.add_argument("--val-days", default="1998-06-12")
-    ap.add_argument("--targets", default="70,60,50")
+    ap.add_argument("--targets", default="70,60")
     ap.add_argument("--fractions", default="0.25,0.5")
     ap.add_argument("--pred-targets", default="70,60")
     ap.add_argument("--leads", default="300,600")
