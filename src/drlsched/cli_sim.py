@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from drlsched.autoscale.cli_simulate import add_scaler_arguments, cmd_scaled, wants_scaler
 from drlsched.cli_args import non_negative_int, positive_int
 from drlsched.cli_common import (
     add_workload_arguments,
@@ -39,8 +40,12 @@ MAX_SEEDS = 1000
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    if wants_scaler(args):  # one service under a replica scaler: the autoscale driver (docs/autoscaling.md)
+        return cmd_scaled(args)
     if jobs_cli.is_job_workload(args):
         return jobs_cli.simulate(args)
+    if not args.policy:
+        raise UserError("--policy is required (or --scaler to scale a service)")
     factory = workload_source(args)
     config = sim_config(args)
     policy = make_policy(args.policy)
@@ -178,12 +183,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Run one policy on a scenario or trace; print a summary and write metrics "
                                    "JSON.")
     add_workload_arguments(p)
-    p.add_argument("--policy", required=True, metavar="NAME", help=f"one of: {', '.join(BASELINES)}")
+    p.add_argument("--policy", metavar="NAME", help=f"one of: {', '.join(BASELINES)} (required without --scaler)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--json", metavar="FILE|-", help="write the metrics JSON to FILE, or to stdout with -")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     jobs_cli.add_job_arguments(p, many=False)
     jobs_cli.extend_trace_formats(p)
+    add_scaler_arguments(p)
     p.set_defaults(func=cmd_simulate)
 
     e = sub.add_parser("evaluate", help="compare policies on the same workloads over paired seeds",

@@ -65,6 +65,7 @@ def simulate(args: argparse.Namespace) -> int:
 
     source = job_source(args)
     make_job_policy(args.job_policy)
+    args.policy = args.policy or "k8s-default"  # executor pods are identical here: placement moves nothing
     make_policy(args.policy)  # an unknown placement policy fails as it does elsewhere
     metrics, _ = run_jobs_full(source, args.job_policy, args.seed)
     metrics["policy"] = args.policy  # placement: executor pods are identical here, so it does not move them
