@@ -321,12 +321,24 @@ class SchedulingQueue(Generic[T]):
         it is done backing off (merged with activeQ) or 1 (ordered with backoffQ)."""
         self._cand = self._cand[self._parked.alive[self._cand]]  # removed meanwhile
         num = self._parked.num[self._cand]
-        j = int(self._order(num, t)[0])
+        j = self._first(num, t)
         queue_t, backoff_t, neg_prio, seq, _ = num[j].tolist()
         backing = backoff_t > t
         if backing:
             return j, (1, backoff_t, int(neg_prio), queue_t, int(seq))
         return j, (0, int(neg_prio), queue_t, int(seq))
+
+    @staticmethod
+    def _first(num: np.ndarray, t: float) -> int:
+        """The row `_order` puts first, in O(rows) instead of a sort (called on every pop while candidates are
+        left): keys compared exactly as the sort does, and seqs are unique, so it is the same row."""
+        backing = num[:, 1] > t
+        idx = np.flatnonzero(~backing)
+        if not idx.size:
+            idx = np.flatnonzero(num[:, 1] == num[:, 1].min())
+        prio = num[idx, 2]
+        idx = idx[prio == prio.min()]
+        return int(idx[np.argmin(num[idx, 3])])
 
     @staticmethod
     def _order(num: np.ndarray, t: float) -> np.ndarray:
