@@ -72,6 +72,11 @@ class _Parked(Generic[T]):
         self.alive = np.zeros(16, dtype=bool)
         self.num = np.zeros((16, 5))  # queue time (its last failure), backoff end, -priority, seq, attempts
         self.live = 0
+        # Parked pods share few distinct hint rows (request shapes): each row is stored once, as a shape id, and a
+        # row-wise hint is evaluated once per distinct shape (`accepts`), not once per parked pod.
+        self.shape = np.zeros(16, dtype=np.int64)
+        self._shape_ids: dict[tuple[int, ...], int] = {}
+        self.shapes = np.zeros((16, width), dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -86,6 +91,7 @@ class _Parked(Generic[T]):
         self.hinted[i] = hint is not None
         if hint is not None:
             self.rows[i] = hint
+            self.shape[i] = self._shape_id(hint)
         self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq, entry.attempts)
         self.live += 1
 
@@ -107,13 +113,39 @@ class _Parked(Generic[T]):
         self.entries = [self.entries[i] for i in keep.tolist()]
         for j, entry in enumerate(self.entries):
             entry.slot = j  # type: ignore[union-attr]
-        for name in ("rows", "hinted", "alive", "num"):
+        for name in ("rows", "hinted", "alive", "num", "shape"):
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self.alive[m:n] = False
 
+    def accepts(self, hint: Hint, rows: np.ndarray) -> np.ndarray:
+        """bool per parked row in `rows` (all hinted): the row-wise hint's answer, evaluated once per shape."""
+        ids = self.shape[rows]
+        if ids.size < 64:
+            return hint(self.rows[rows])
+        used = np.zeros(len(self._shape_ids), dtype=bool)
+        used[ids] = True
+        uniq = np.flatnonzero(used)
+        if uniq.size * 2 > ids.size:
+            return hint(self.rows[rows])
+        table = np.zeros(used.size, dtype=bool)
+        table[uniq] = hint(self.shapes[uniq])
+        return table[ids]
+
+    def _shape_id(self, hint: Sequence[int]) -> int:
+        key = tuple(int(v) for v in hint)
+        sid = self._shape_ids.get(key)
+        if sid is None:
+            sid = self._shape_ids[key] = len(self._shape_ids)
+            if sid == self.shapes.shape[0]:
+                new = np.zeros((sid * 2, self.shapes.shape[1]), dtype=np.int64)
+                new[:sid] = self.shapes
+                self.shapes = new
+            self.shapes[sid] = key
+        return sid
+
     def _grow(self) -> None:
-        for name in ("rows", "hinted", "alive", "num"):
+        for name in ("rows", "hinted", "alive", "num", "shape"):
             arr = getattr(self, name)
             new = np.zeros((arr.shape[0] * 2, *arr.shape[1:]), dtype=arr.dtype)
             new[: arr.shape[0]] = arr
@@ -226,7 +258,8 @@ class SchedulingQueue(Generic[T]):
 
     def wake(self, t: float, accept: Hint | None = None) -> int:
         """A cluster event (capacity freed, a node added or changed). Without `accept`, every parked pod goes back
-        to activeQ (backoffQ while backing off); with it, the pods whose row it accepts (bool per row) become
+        to activeQ (backoffQ while backing off); with it (row-wise: each row's answer depends on that row alone,
+        so it is asked once per distinct row), the pods whose row it accepts (bool per row) become
         candidates, tried in queue order while it still accepts them, and the others fail in place (see the
         module doc). Returns how many may be tried."""
         self._events += 1
@@ -241,7 +274,7 @@ class SchedulingQueue(Generic[T]):
         ok = p.alive[:n] & ~p.hinted[:n]
         hinted = np.flatnonzero(p.alive[:n] & p.hinted[:n])
         if hinted.size:
-            ok[hinted] = accept(p.rows[hinted])
+            ok[hinted] = p.accepts(accept, hinted)
         self._cand = np.flatnonzero(ok)
         self._hint = accept
         self._fail_in_place(np.flatnonzero(p.alive[:n] & ~ok), t)
@@ -288,12 +321,24 @@ class SchedulingQueue(Generic[T]):
         it is done backing off (merged with activeQ) or 1 (ordered with backoffQ)."""
         self._cand = self._cand[self._parked.alive[self._cand]]  # removed meanwhile
         num = self._parked.num[self._cand]
-        j = int(self._order(num, t)[0])
+        j = self._first(num, t)
         queue_t, backoff_t, neg_prio, seq, _ = num[j].tolist()
         backing = backoff_t > t
         if backing:
             return j, (1, backoff_t, int(neg_prio), queue_t, int(seq))
         return j, (0, int(neg_prio), queue_t, int(seq))
+
+    @staticmethod
+    def _first(num: np.ndarray, t: float) -> int:
+        """The row `_order` puts first, in O(rows) instead of a sort (called on every pop while candidates are
+        left): keys compared exactly as the sort does, and seqs are unique, so it is the same row."""
+        backing = num[:, 1] > t
+        idx = np.flatnonzero(~backing)
+        if not idx.size:
+            idx = np.flatnonzero(num[:, 1] == num[:, 1].min())
+        prio = num[idx, 2]
+        idx = idx[prio == prio.min()]
+        return int(idx[np.argmin(num[idx, 3])])
 
     @staticmethod
     def _order(num: np.ndarray, t: float) -> np.ndarray:
@@ -331,7 +376,7 @@ class SchedulingQueue(Generic[T]):
         ok = ~p.hinted[cand]
         hinted = np.flatnonzero(p.hinted[cand])
         if hinted.size and self._hint is not None:
-            ok[hinted] = self._hint(p.rows[cand[hinted]])
+            ok[hinted] = p.accepts(self._hint, cand[hinted])
         accepted = bool(ok[j])
         dropped = ~ok
         dropped[j] = not accepted
