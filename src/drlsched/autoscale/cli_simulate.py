@@ -36,7 +36,7 @@ def add_scaler_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-replicas", type=int, metavar="N",
                    help="default: what --nodes hold (replicas per node x nodes)")
     g.add_argument("--target", type=int, default=80, metavar="PERCENT",
-                   help="the HPA's CPU utilisation target, % of request (default 80)")
+                   help="the HPA's CPU utilisation target, %% of request (default 80)")
     g.add_argument("--overprovision", type=float, default=0.1, metavar="FRACTION",
                    help="overprovision: placeholder pods as a fraction of the replicas (default 0.1)")
     g.add_argument("--lead", type=float, default=180.0, metavar="SECONDS",
