@@ -193,11 +193,16 @@ class FGD(Policy):
             if ctx.typical is None or c.total_gpu_milli == 0:
                 return Decision(int(nodes[self.rng.integers(nodes.size)]), option.gpus)
             delta, choice = self.scores.get(option.request, nodes, ctx.typical)
-            best = np.flatnonzero(delta <= delta.min() + 1e-9)
+            best = self.best(option.request, nodes, delta, choice, ctx.typical)
             i = int(np.searchsorted(nodes, self.break_tie(nodes[best])))
             ids = (int(choice[i]),) if choice[i] >= 0 else None
             return Decision(int(nodes[i]), option.gpus, ids)
         return None
+
+    def best(self, request: PodRequest, nodes: np.ndarray, delta: np.ndarray, choice: np.ndarray,
+             typical: TypicalPods) -> np.ndarray:
+        """Indices into `nodes` of the equally best candidates (ties broken by the caller): least growth."""
+        return np.flatnonzero(delta <= delta.min() + 1e-9)
 
 
 class FGDPaper(FGD):

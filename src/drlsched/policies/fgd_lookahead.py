@@ -19,7 +19,6 @@ import numpy as np
 
 from drlsched.cluster import PodRequest
 from drlsched.fragmentation import TypicalPods
-from drlsched.policies.base import Decision, PodContext
 from drlsched.policies.fgd import FGD, fgd_delta
 from drlsched.workload import GPU_MILLI
 
@@ -92,23 +91,12 @@ class FGDLookahead(FGD):
             total += typical.freq[k] * nxt
         return total
 
-    def select(self, ctx: PodContext) -> Decision | None:
-        c = self.cluster
-        for option in ctx.options:
-            nodes = np.flatnonzero(option.feasible)
-            if nodes.size == 0:
-                continue
-            if ctx.typical is None or c.total_gpu_milli == 0:
-                return Decision(int(nodes[self.rng.integers(nodes.size)]), option.gpus)
-            delta, choice = self.scores.get(option.request, nodes, ctx.typical)
-            if nodes.size > self.look_nodes:
-                top = np.argpartition(delta, self.look_nodes - 1)[: self.look_nodes]
-                top.sort()
-            else:
-                top = np.arange(nodes.size)
-            cost = self.cost(option.request, nodes[top], delta[top], choice[top], ctx.typical)
-            best = top[cost <= cost.min() + 1e-9]
-            i = int(np.searchsorted(nodes, self.break_tie(nodes[best])))
-            ids = (int(choice[i]),) if choice[i] >= 0 else None
-            return Decision(int(nodes[i]), option.gpus, ids)
-        return None
+    def best(self, request: PodRequest, nodes: np.ndarray, delta: np.ndarray, choice: np.ndarray,
+             typical: TypicalPods) -> np.ndarray:
+        if nodes.size > self.look_nodes:
+            top = np.argpartition(delta, self.look_nodes - 1)[: self.look_nodes]
+            top.sort()
+        else:
+            top = np.arange(nodes.size)
+        cost = self.cost(request, nodes[top], delta[top], choice[top], typical)
+        return top[cost <= cost.min() + 1e-9]
