@@ -81,6 +81,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if jobs_cli.is_job_workload(args):
         return jobs_cli.evaluate(args)
+    if not args.policies:
+        raise UserError("--policies is required")
     factory = workload_source(args)
     check_backend_arguments(args)
     backend = load_ray_backend() if args.backend == "ray" else None  # a missing Ray fails before any work
@@ -196,7 +198,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Run every policy on the same workloads (paired seeds); write results.json, "
                                    "report.md and plots to --out.")
     add_workload_arguments(e)
-    e.add_argument("--policies", required=True, metavar="A,B,C", help="comma-separated policy names")
+    e.add_argument("--policies", metavar="A,B,C",
+                   help="comma-separated policy names (required but on job workloads, where placement moves nothing)")
     e.add_argument("--seeds", type=positive_int, default=3, help="number of seeds (default 3)")
     e.add_argument("--seed", type=non_negative_int, default=0, help="first seed (default 0)")
     e.add_argument("--out", required=True, metavar="DIR", help="output directory")

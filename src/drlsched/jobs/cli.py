@@ -105,6 +105,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from drlsched.evaluate import mean_ci
 
     source = job_source(args)
+    args.policies = args.policies or "k8s-default"  # executor pods are identical here: placement moves nothing
     parse_policies(args.policies)
     if not args.job_policies:
         raise UserError("a job workload needs --job-policies A,B (e.g. fifo,fair,weighted-fair:-1)")

@@ -1,4 +1,4 @@
-"""No silent zeros on job-level runs: statistics over no finished job are null, never 0.0 (issue 22 item 5)."""
+"""Job workloads: statistics over no finished job are null, never 0.0 (issue 22 item 5); placement is optional there."""
 
 from drlsched.jobs.metrics import JobAccumulator
 from drlsched.metrics import null_warning
@@ -25,3 +25,22 @@ def test_finished_jobs_give_numbers() -> None:
     out = acc.summary(executors=8)
     assert out["jct_mean_s"] == 20.0
     assert (out["jct_mean_small_s"], out["jct_mean_medium_s"], out["jct_mean_large_s"]) == (10.0, 20.0, 30.0)
+
+
+def test_job_workloads_need_no_placement_policy(tmp_path) -> None:
+    import json
+
+    from drlsched.cli import main
+
+    assert main(["evaluate", "--scenario", "tpch", "--job-policies", "fifo,fair", "--seeds", "1", "--duration", "1800",
+                 "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "results.json").read_text())["meta"]
+    assert meta["placement_policies"] == "k8s-default"
+
+
+def test_pod_workloads_still_need_policies(tmp_path, capsys) -> None:
+    from drlsched.cli import main
+
+    assert main(["evaluate", "--scenario", "batch", "--seeds", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["drlsched: error: --policies is required"]
