@@ -47,3 +47,21 @@ def test_bad_row_names_file_and_line(tmp_path: Path) -> None:
     path = _trace(tmp_path, ROWS + "M1,2,j_9,1,Terminated,200,150,100,0.5\n")
     with pytest.raises(UserError, match=r"batch_task\.csv:5: .*before its start"):
         load_jobs(path)
+
+
+def test_skip_bad_rows(tmp_path: Path) -> None:
+    path = _trace(tmp_path, ROWS + "M1,2,j_9,1,Terminated,200,150,100,0.5\n")
+    arrivals, _ = load_jobs(path, skip_bad_rows=True)
+    assert [a.spec.name for a in arrivals] == ["j_1", "j_2"]
+
+
+def test_job_engine_only_with_a_job_policy(tmp_path: Path) -> None:
+    from drlsched.cli import build_parser
+    from drlsched.jobs.cli import is_job_workload
+
+    trace = ["--trace", _trace(tmp_path, ROWS), "--trace-format", "alibaba-v2018"]
+    parser = build_parser()
+    assert not is_job_workload(parser.parse_args(["simulate", *trace, "--policy", "k8s-default"]))
+    assert is_job_workload(parser.parse_args(["simulate", *trace, "--job-policy", "fifo"]))
+    out = ["--policies", "k8s-default", "--out", str(tmp_path / "o")]
+    assert is_job_workload(parser.parse_args(["evaluate", *trace, *out, "--job-policies", "fifo,fair"]))

@@ -28,22 +28,28 @@ MACHINE_MEM_MIB = DEFAULT_MACHINE[1]
 Row = tuple[str, int, float, float, float, float]  # task, instances, start, duration, plan_cpu, plan_mem
 
 
+Dropped = tuple[tuple[str, int], ...]
+
+
 @functools.lru_cache(maxsize=4)
-def load_jobs(directory: str) -> tuple[tuple[JobArrival, ...], tuple[tuple[str, int], ...]]:
+def load_jobs(directory: str, skip_bad_rows: bool = False) -> tuple[tuple[JobArrival, ...], Dropped]:
     """The trace's jobs in arrival order, and what was dropped (counter, amount)."""
     files = discover(Path(directory), ROLES, NAME)
     path = need(files, "tasks", NAME, "jobs are built from batch_task.csv")[0]
-    bad = BadRows(skip=False)
+    bad = BadRows(skip=skip_bad_rows)
     dropped: dict[str, int] = {}
     jobs: dict[str, list[Row]] = {}
     for line, (task, count, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, bad):
         if start < 0 or end < 0 or (cpu is not None and cpu < 0):
             bad.report(path, line, "6-8", f"negative time or plan_cpu ({start}, {end}, {cpu})")
+            continue
         if 0 < end < start:
             bad.report(path, line, "7 (end_time)", f"ends at {end}, before its start at {start}")
+            continue
         rows = jobs.setdefault(job, [])
         if any(r[0] == task for r in rows):
             bad.report(path, line, "1 (task_name)", f"task {task} of job {job} listed twice")
+            continue
         if not (0 < start <= end) or cpu is None or not _valid_norm(mem) or not count:
             dropped["tasks_dropped"] = dropped.get("tasks_dropped", 0) + 1
             continue

@@ -62,7 +62,8 @@ def job_source(args: argparse.Namespace) -> JobSource:
     source = JobSource(profiles=args.trace if args.trace and alibaba is None else None, alibaba=alibaba,
                        nodes=args.nodes or DEFAULT_NODES,
                        duration_s=args.duration or DEFAULT_DURATION_S, load=args.load, batch=args.batch,
-                       idle_timeout_s=args.executor_idle_timeout)
+                       idle_timeout_s=args.executor_idle_timeout,
+                       skip_bad_rows=bool(getattr(args, "skip_bad_rows", False)))
     check_source(source)
     return source
 

@@ -54,6 +54,7 @@ class JobSource:
     batch: int | None = None
     idle_timeout_s: float = 60.0
     alibaba: str | None = None  # an alibaba-v2018 batch_task directory: its jobs as recorded (jobs/alibaba.py)
+    skip_bad_rows: bool = False
 
     @property
     def name(self) -> str:
@@ -68,7 +69,7 @@ class JobSource:
 
     def arrivals(self, seed: int) -> list[JobArrival]:
         if self.alibaba is not None:  # recorded arrivals and durations: the seed moves nothing
-            return list(load_jobs(self.alibaba)[0])
+            return list(load_jobs(self.alibaba, self.skip_bad_rows)[0])
         lib = job_library(self.profiles)
         cfg = self.config()
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7C4]))
@@ -118,6 +119,6 @@ def check_source(source: JobSource) -> None:
     if not (math.isfinite(source.load) and 0 < source.load <= 100):
         raise UserError(f"--load must be a positive factor of at most 100, got {source.load}")
     if source.alibaba is not None:
-        load_jobs(source.alibaba)  # bad rows fail here, before any run
+        load_jobs(source.alibaba, source.skip_bad_rows)  # bad rows fail here, before any run
         return
     job_library(source.profiles)  # bad profiles fail here, before any run
