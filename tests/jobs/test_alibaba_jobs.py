@@ -65,3 +65,10 @@ def test_job_engine_only_with_a_job_policy(tmp_path: Path) -> None:
     assert is_job_workload(parser.parse_args(["simulate", *trace, "--job-policy", "fifo"]))
     out = ["--policies", "k8s-default", "--out", str(tmp_path / "o")]
     assert is_job_workload(parser.parse_args(["evaluate", *trace, *out, "--job-policies", "fifo,fair"]))
+
+
+def test_cyclic_job_dropped(tmp_path: Path) -> None:
+    rows = "M1_2,2,j_1,1,T,100,130,100,0.5\nM2_1,2,j_1,1,T,100,130,100,0.5\nM1,1,j_2,1,T,110,120,100,0.5\n"
+    arrivals, dropped = load_jobs(_trace(tmp_path, rows))
+    assert [a.spec.name for a in arrivals] == ["j_2"]
+    assert dict(dropped) == {"cyclic_jobs": 1}

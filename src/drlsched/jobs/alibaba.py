@@ -6,8 +6,9 @@ same as the pod loader's task duration; it runs at that time whatever else runs 
 the profiles' shared-bandwidth model does not apply to measured durations). A job arrives at its earliest valid
 start_time, shifted so the trace's first job arrives at 0. Rows are read and validated by the pod loader's
 column table and rules (traces/alibaba_v2018.py); a task without a usable duration or request (0 times,
--1/101 plan_mem, missing plan_cpu or instance_num) is dropped and counted, and a job left without tasks is
-dropped. The executor shape is the job's largest per-instance request (plan_cpu 100 = 1 core, plan_mem 100 =
+-1/101 plan_mem, missing plan_cpu or instance_num) is dropped and counted, and a job left without tasks or
+whose task names form a cycle (it could never finish) is dropped and counted. The executor shape is the
+job's largest per-instance request (plan_cpu 100 = 1 core, plan_mem 100 =
 one 512 GiB machine).
 """
 
@@ -59,7 +60,11 @@ def load_jobs(directory: str, skip_bad_rows: bool = False) -> tuple[tuple[JobArr
         if not rows:
             dropped["jobs_dropped"] = dropped.get("jobs_dropped", 0) + 1
             continue
-        specs.append((min(r[2] for r in rows), _spec(job, rows, dropped)))
+        spec = _spec(job, rows, dropped)
+        if spec is None:  # a cycle in its task names: it could never finish
+            dropped["cyclic_jobs"] = dropped.get("cyclic_jobs", 0) + 1
+            continue
+        specs.append((min(r[2] for r in rows), spec))
     if not specs:
         raise UserError(f"{path}: no job with a valid task (start/end times, plan_cpu, plan_mem, instance_num)")
     specs.sort(key=lambda s: (s[0], s[1].name))
@@ -68,7 +73,7 @@ def load_jobs(directory: str, skip_bad_rows: bool = False) -> tuple[tuple[JobArr
     return arrivals, tuple(sorted(dropped.items()))
 
 
-def _spec(job: str, rows: list[Row], dropped: dict[str, int]) -> JobSpec:
+def _spec(job: str, rows: list[Row], dropped: dict[str, int]) -> JobSpec | None:
     names = [r[0] for r in rows]
     parents, dangling = dag.job_parents(names)
     if dangling:
@@ -77,7 +82,28 @@ def _spec(job: str, rows: list[Row], dropped: dict[str, int]) -> JobSpec:
     stages = tuple(StageSpec(stage_id=i, tasks=count, cpu_s=duration, io_s=0.0, profile_s=duration,
                              parents=tuple(index[p] for p in parents[name].split("|") if p))
                    for i, (name, count, _, duration, _, _) in enumerate(rows))
+    if _cyclic([s.parents for s in stages]):
+        return None
     cpu_m = max(1, round(max(r[4] for r in rows) * 10))
     mem_mib = max(1, round(max(r[5] for r in rows) / 100 * MACHINE_MEM_MIB))
     return JobSpec(name=job, query=job, size_gb=0, stages=stages, profile_cores=0, executor_cpu_m=cpu_m,
                    executor_mem_mib=mem_mib)
+
+
+def _cyclic(parents: list[tuple[int, ...]]) -> bool:
+    """Whether the stage graph has a cycle (Kahn's algorithm: some stage is never freed)."""
+    waiting = [len(p) for p in parents]
+    children: list[list[int]] = [[] for _ in parents]
+    for child, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(child)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    freed = 0
+    while ready:
+        i = ready.pop()
+        freed += 1
+        for c in children[i]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return freed < len(parents)
