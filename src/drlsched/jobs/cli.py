@@ -21,6 +21,7 @@ from drlsched.metrics import null_warning
 
 JOB_SCENARIOS = ("tpch",)
 JOB_TRACE_FORMATS = ("spark-profiles",)
+ALIBABA = "alibaba-v2018"  # a pod trace that is also a job workload when a job policy is given
 BASELINE = "fifo"
 
 
@@ -30,7 +31,7 @@ def add_job_arguments(p: argparse.ArgumentParser, many: bool) -> None:
         g.add_argument("--job-policies", metavar="A,B", help=f"job policies to compare: {', '.join(JOB_POLICIES)} "
                        "(weighted-fair:ALPHA, fair:SHARE)")
     else:
-        g.add_argument("--job-policy", metavar="NAME", default="fifo",
+        g.add_argument("--job-policy", metavar="NAME",
                        help=f"which job runs next and with how many executors: {', '.join(JOB_POLICIES)} "
                             "(weighted-fair:ALPHA, fair:SHARE; default fifo)")
     g.add_argument("--batch", type=positive_int, metavar="N", help="N jobs all arriving at t=0 instead of Poisson")
@@ -47,15 +48,22 @@ def extend_trace_formats(p: argparse.ArgumentParser) -> None:
 
 
 def is_job_workload(args: argparse.Namespace) -> bool:
-    return args.scenario in JOB_SCENARIOS or getattr(args, "trace_format", None) in JOB_TRACE_FORMATS
+    """tpch and spark-profiles always; alibaba-v2018 only with --job-policy/--job-policies (else its pods)."""
+    fmt = getattr(args, "trace_format", None)
+    if fmt == ALIBABA and (getattr(args, "job_policy", None) or getattr(args, "job_policies", None)):
+        return True
+    return args.scenario in JOB_SCENARIOS or fmt in JOB_TRACE_FORMATS
 
 
 def job_source(args: argparse.Namespace) -> JobSource:
     if args.scenario is not None and args.trace:
         raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
-    source = JobSource(profiles=args.trace if args.trace else None, nodes=args.nodes or DEFAULT_NODES,
+    alibaba = args.trace if getattr(args, "trace_format", None) == ALIBABA else None
+    source = JobSource(profiles=args.trace if args.trace and alibaba is None else None, alibaba=alibaba,
+                       nodes=args.nodes or DEFAULT_NODES,
                        duration_s=args.duration or DEFAULT_DURATION_S, load=args.load, batch=args.batch,
-                       idle_timeout_s=args.executor_idle_timeout)
+                       idle_timeout_s=args.executor_idle_timeout,
+                       skip_bad_rows=bool(getattr(args, "skip_bad_rows", False)))
     check_source(source)
     return source
 
@@ -64,6 +72,7 @@ def simulate(args: argparse.Namespace) -> int:
     from drlsched.policies import make_policy
 
     source = job_source(args)
+    args.job_policy = args.job_policy or "fifo"
     make_job_policy(args.job_policy)
     args.policy = args.policy or "k8s-default"  # executor pods are identical here: placement moves nothing
     make_policy(args.policy)  # an unknown placement policy fails as it does elsewhere

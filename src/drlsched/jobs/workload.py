@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drlsched.errors import UserError
+from drlsched.jobs.alibaba import load_jobs
 from drlsched.jobs.bandwidth import calibrate
 from drlsched.jobs.engine import EngineConfig, JobEngine
 from drlsched.jobs.model import JobArrival, JobSpec
@@ -52,9 +53,13 @@ class JobSource:
     load: float = 0.85
     batch: int | None = None
     idle_timeout_s: float = 60.0
+    alibaba: str | None = None  # an alibaba-v2018 batch_task directory: its jobs as recorded (jobs/alibaba.py)
+    skip_bad_rows: bool = False
 
     @property
     def name(self) -> str:
+        if self.alibaba is not None:
+            return f"alibaba-v2018:{self.alibaba}"
         return "tpch" if self.profiles is None else f"spark-profiles:{self.profiles}"
 
     def config(self) -> EngineConfig:
@@ -63,6 +68,8 @@ class JobSource:
                             idle_timeout_s=self.idle_timeout_s)
 
     def arrivals(self, seed: int) -> list[JobArrival]:
+        if self.alibaba is not None:  # recorded arrivals and durations: the seed moves nothing
+            return list(load_jobs(self.alibaba, self.skip_bad_rows)[0])
         lib = job_library(self.profiles)
         cfg = self.config()
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7C4]))
@@ -111,4 +118,7 @@ def run_jobs_full(source: JobSource, policy: str, seed: int) -> tuple[dict[str, 
 def check_source(source: JobSource) -> None:
     if not (math.isfinite(source.load) and 0 < source.load <= 100):
         raise UserError(f"--load must be a positive factor of at most 100, got {source.load}")
+    if source.alibaba is not None:
+        load_jobs(source.alibaba, source.skip_bad_rows)  # bad rows fail here, before any run
+        return
     job_library(source.profiles)  # bad profiles fail here, before any run
