@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
+
+from drlsched.errors import UserError
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -32,3 +35,13 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     return value
+
+
+def make_output_dir(path: str | Path) -> Path:
+    """Create an output directory (and its parents); one clear UserError where the OS refuses."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    return out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drlsched.cli_args import non_negative_int, positive_int
+from drlsched.cli_args import make_output_dir, non_negative_int, positive_int
 from drlsched.cli_common import parse_policies, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import default_jobs, to_jsonable
@@ -86,11 +86,7 @@ def cmd_fill(args: argparse.Namespace) -> int:
     if nodes is not None:
         workload.nodes[:] = nodes
     check_inputs(workload.nodes, pods, args.max_demand)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    out = make_output_dir(args.out)
     seeds = [args.seed + i for i in range(args.seeds)]
     specs = [FillRun(p, s, workload.nodes, pods, args.max_demand, args.protocol, args.score_all_nodes)
              for s in seeds for p in policies]

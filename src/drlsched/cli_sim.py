@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from drlsched.autoscale.cli_simulate import add_scaler_arguments, cmd_scaled, wants_scaler
-from drlsched.cli_args import non_negative_int, positive_int
+from drlsched.cli_args import make_output_dir, non_negative_int, positive_int
 from drlsched.cli_common import (
     add_workload_arguments,
     fmt,
@@ -90,11 +90,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.seeds > MAX_SEEDS:
         raise UserError(f"--seeds must be at most {MAX_SEEDS}, got {args.seeds}")
     seeds = [args.seed + i for i in range(args.seeds)]
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    out = make_output_dir(args.out)
     factory(seeds[0]).validate_nodes()  # bad workload options fail before spawning workers
     includes = [_load_result(Path(p)) for p in args.include or []]
     models = list(args.reclaim)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from drlsched.cli_args import positive_float, positive_int
+from drlsched.cli_args import make_output_dir, positive_float, positive_int
 from drlsched.errors import UserError
 from drlsched.jobs.metrics import JOB_METRIC_KEYS
 from drlsched.jobs.policies import JOB_POLICIES, make_job_policy
@@ -124,11 +124,7 @@ def evaluate(args: argparse.Namespace) -> int:
     for n in names:
         make_job_policy(n)
     seeds = [args.seed + i for i in range(args.seeds)]
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    out = make_output_dir(args.out)
     t0 = time.perf_counter()
     tasks = [(source, n, s) for n in names for s in seeds]
     if args.jobs > 1:

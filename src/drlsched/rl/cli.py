@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from drlsched.cli_args import non_negative_int, positive_float, positive_int
+from drlsched.cli_args import make_output_dir, non_negative_int, positive_float, positive_int
 from drlsched.cli_common import (
     add_network_arguments,
     add_reclaim_arguments,
@@ -144,10 +144,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if workers > args.envs:
             raise UserError(f"--workers {workers} is more than --envs {args.envs}: each worker needs an env")
         backend = load_ray_backend()  # a missing Ray is one clear error, before any work
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create output directory {out}: {err.strerror}") from None
+    make_output_dir(out)
     # torch is imported only now: `drlsched --help` and the baselines stay fast.
     import torch
     from tqdm import tqdm
