@@ -11,7 +11,7 @@ from pathlib import Path
 
 from drlsched.autoscale.cli import add_load_arguments, load_curve
 from drlsched.autoscale.cluster_autoscaler import DEFAULT_NODE_PROVISION_S
-from drlsched.autoscale.driver import NODE_AUTOSCALERS, SCALERS, Driver, DriverConfig
+from drlsched.autoscale.driver import LEARNED_PREFIX, NODE_AUTOSCALERS, SCALERS, Driver, DriverConfig
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.services import ServiceSpec
@@ -34,8 +34,8 @@ def add_scaler_arguments(p: argparse.ArgumentParser, many: bool = False) -> None
                             "fraction or lead, e.g. hpa:target=60) on the flash-sale scenario or --load-trace")
     else:
         g.add_argument("--scaler", metavar="NAME",
-                       help=f"scale one service's replicas: {', '.join(SCALERS)} (the flash-sale scenario or "
-                            "--load-trace)")
+                       help=f"scale one service's replicas: {', '.join(SCALERS)} or ppo:PATH (the flash-sale "
+                            "scenario or --load-trace)")
     g.add_argument("--node-autoscaler", default="none", metavar="NAME",
                    help=f"{', '.join(NODE_AUTOSCALERS)} (default none: a fixed cluster of --nodes)")
     g.add_argument("--node-provision-s", type=float, default=DEFAULT_NODE_PROVISION_S, metavar="S",
@@ -98,8 +98,9 @@ def scaled_inputs(args: argparse.Namespace, scaler: str, seed: int) -> tuple[Ser
 def cmd_scaled(args: argparse.Namespace) -> int:
     if not args.scaler:
         raise UserError("the flash-sale scenario scales a service: give --scaler " + "|".join(SCALERS))
-    if args.scaler not in SCALERS:
-        raise UserError(f"unknown scaler {args.scaler!r}; choose one of {', '.join(SCALERS)}")
+    if args.scaler not in SCALERS and not args.scaler.startswith(LEARNED_PREFIX):
+        raise UserError(f"unknown scaler {args.scaler!r}; choose one of {', '.join(SCALERS)} or {LEARNED_PREFIX}PATH "
+                        "(a policy of `drlsched train-scaler`)")
     check_scaled_arguments(args)
     spec, curve, config = scaled_inputs(args, args.scaler, args.seed)
     nodes = config.nodes

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from drlsched.autoscale.cli_simulate import check_scaled_arguments, scaled_inputs
-from drlsched.autoscale.driver import SCALERS, Driver
+from drlsched.autoscale.driver import LEARNED_PREFIX, SCALERS, Driver
 from drlsched.cli_args import make_output_dir
 from drlsched.errors import UserError
 from drlsched.evaluate import mean_ci, to_jsonable
@@ -31,10 +31,14 @@ _OVERRIDES = {"target": ("target_utilization", int), "fraction": ("overprovision
 
 
 def parse_scaler(text: str) -> tuple[str, dict[str, Any]]:
-    """`NAME[:key=value...]` (keys target, fraction, lead) as the scaler's name and DriverConfig overrides."""
+    """`NAME[:key=value...]` (keys target, fraction, lead) as the scaler's name and DriverConfig overrides;
+    `ppo:PATH` as it is."""
+    if text.strip().startswith(LEARNED_PREFIX):  # ppo:PATH (a path may hold colons; no overrides)
+        return text.strip(), {}
     name, *parts = text.strip().split(":")
     if name not in SCALERS:
-        raise UserError(f"--scalers: unknown scaler {name!r}; choose from {', '.join(SCALERS)}")
+        raise UserError(f"--scalers: unknown scaler {name!r}; choose from {', '.join(SCALERS)} or "
+                        f"{LEARNED_PREFIX}PATH")
     overrides: dict[str, Any] = {}
     for part in parts:
         key, sep, value = part.partition("=")
