@@ -27,7 +27,7 @@ def burst_load() -> LoadCurve:
 
 
 def test_observer_target_follows_the_multiplier() -> None:
-    obs = ScalerObserver(ServiceSpec(max_replicas=100), lead_s=300.0)
+    obs = ScalerObserver(ServiceSpec(max_replicas=100))
     window = obs.observe(0.0, 1000.0, ready=5, replicas=6, violating=0.25)
     assert window.shape == (HISTORY, F_SCALER)
     need = 1000.0 * 10.0 / 1000.0  # rate × cost / request: 10 replicas at 100%
@@ -36,6 +36,7 @@ def test_observer_target_follows_the_multiplier() -> None:
     targets = [obs.target(a) for a in range(len(MULTIPLIERS))]
     assert targets == sorted(targets)
     assert targets == [min(100, max(1, math.ceil(m * need - 1e-9))) for m in MULTIPLIERS]
+    assert obs.nearest(targets[4]) == 4 and obs.nearest(1) == 0 and obs.nearest(10_000) == len(MULTIPLIERS) - 1
 
 
 def test_external_decisions_drive_the_replicas() -> None:
@@ -90,12 +91,13 @@ def test_checkpoint_checks(tmp_path: Path) -> None:
 
 def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    assert main(["train-scaler", "--steps", "256", "--envs", "2", "--nodes", "10", "--days", "1",
+    assert main(["train-scaler", "--steps", "256", "--envs", "2", "--nodes", "10", "--days", "1", "--bc-episodes", "1",
                  "--node-autoscaler", "none", "--out", str(out), "--quiet"]) == 0
     for name in ("policy.pt", "curve.csv", "curve.png", "train.json"):
         assert (out / name).stat().st_size > 0
     facts = json.loads((out / "train.json").read_text())
-    assert facts["steps"] == 256 and facts["peak_rss_mib"] > 0 and facts["settings"]["reward_preset"] == "ecommerce"
+    assert facts["behaviour_clone"]["decisions"] > 0 and facts["steps"] == 256 and facts["peak_rss_mib"] > 0
+    assert facts["settings"]["reward_preset"] == "ecommerce"
     trace = tmp_path / "t.csv"
     trace.write_text("minute,requests\n" + "".join(f"{m},{600 if m < 30 else 4800}\n" for m in range(60)))
     policy = f"ppo:{out / 'policy.pt'}"

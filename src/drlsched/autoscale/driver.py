@@ -152,6 +152,7 @@ class Driver:
         self.ms = MetricsServer(config.metric_resolution_s)
         self.learned = None
         self.observer: ScalerObserver | None = None
+        self.expert_log: list[tuple[np.ndarray, int]] | None = None  # set to a list to record (window, action)
         if config.scaler.startswith(LEARNED_PREFIX):
             from drlsched.autoscale.learned import load_scaler
 
@@ -323,7 +324,7 @@ class Driver:
     def _observe(self, now: float, rate: float) -> np.ndarray:
         """The learned scaler's history window after this sync (`scaler_obs`)."""
         if self.observer is None:
-            self.observer = ScalerObserver(self.spec, self.cfg.lead_s)
+            self.observer = ScalerObserver(self.spec)
         service = self._service()
         ready = sum(1 for r in service if r.ready_s <= now)
         requests, bad = self.requests - self._seen[0], self.violating - self._seen[1]
@@ -345,6 +346,10 @@ class Driver:
         if self.predictive is not None:
             self.predictive.observe(now, rate)
             desired = self.predictive.desired(desired)
+        if self.expert_log is not None and action is None:  # imitation data: what this scaler did, as an action
+            window = self._observe(now, rate).copy()
+            assert self.observer is not None
+            self.expert_log.append((window, self.observer.nearest(desired)))
         desired = min(self.spec.max_replicas, max(self.spec.min_replicas, desired))
         if desired != current:
             self.scale_actions += 1

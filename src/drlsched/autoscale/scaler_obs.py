@@ -4,7 +4,7 @@ Observation: the last `HISTORY` syncs (15 s apart), `F_SCALER` features each, ol
     0 log(1 + need) / log(1 + max replicas)   need = the replicas the current rate fills at 100% of request
     1 ready replicas / need                   (need at least 1; ratios capped at 4)
     2 replicas (bound or starting) / need
-    3 forecast need at the lead time / need   (Holt-Winters, as `predictive`; 0 until it has a season)
+    3 forecast need 300 s ahead / need       (Holt-Winters, as `predictive`; 0 until it has a season)
     4 1 once the forecast has a season of history, else 0
     5 change of log need since the previous sync (clipped to ±1)
     6, 7 sin and cos of the hour of day
@@ -27,16 +27,17 @@ HISTORY = 16
 F_SCALER = 9
 MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
 OBS_SPEC_VERSION = 1
+LEAD_S = 300.0  # the forecast's lead: start-up, warm-up and a node's provisioning, about (the tuned predictive's)
 _CAP = 4.0
 
 
 class ScalerObserver:
     """The history window of one service, updated at every sync; also turns an action into a replica target."""
 
-    def __init__(self, spec: ServiceSpec, lead_s: float) -> None:
+    def __init__(self, spec: ServiceSpec) -> None:
         self.spec = spec
         self.forecast = PredictiveScaler(PredictiveConfig(spec.request_m, spec.cpu_per_rps_m, spec.max_replicas,
-                                                          spec.min_replicas, 100, lead_s=lead_s))
+                                                          spec.min_replicas, 100, lead_s=LEAD_S))
         self.window = np.zeros((HISTORY, F_SCALER), dtype=np.float32)
         self.need = 1.0
         self.forecast_need = 0.0
@@ -67,3 +68,10 @@ class ScalerObserver:
         m = MULTIPLIERS[action]
         return min(self.spec.max_replicas,
                    max(self.spec.min_replicas, math.ceil(m * max(self.need, self.forecast_need) - 1e-9)))
+
+    def nearest(self, replicas: int) -> int:
+        """The action whose target is closest to `replicas` (the larger multiplier on a tie): how a non-learned
+        scaler's decision reads in this action space, for imitation."""
+        gaps = [abs(self.target(a) - replicas) for a in range(len(MULTIPLIERS))]
+        best = min(gaps)
+        return max(a for a, g in enumerate(gaps) if g == best)

@@ -64,6 +64,10 @@ class ScalerTrainSettings:
     step_s: float = 5.0
     seed: int = 0
     seed_base: int = 1000
+    bc_episodes: int = 4
+    """warm start: episodes of the tuned `predictive` scaler (60%, 300 s) imitated before PPO (0: none)"""
+    bc_epochs: int = 8
+    bc_lr: float = 1e-3
 
     def validate(self) -> None:
         if self.reward_preset not in SCALER_PRESETS:
@@ -94,11 +98,8 @@ class _Env:
         s = self.s
         seed = s.seed_base + self.episode * s.num_envs + self.index
         self.episode += 1
-        per_node = 8
-        peak = 0.5 * per_node * s.nodes * 0.8 * 1000 / 10.0  # as `simulate --scaler`'s default peak
-        spec = ServiceSpec(max_replicas=per_node * s.nodes)
         cfg = DriverConfig(scaler="hpa", node_autoscaler=s.node_autoscaler, nodes=s.nodes, step_s=s.step_s)
-        self.driver = Driver(spec, flash_sale(seed, s.days, 15.0, peak), cfg, seed)
+        self.driver = _episode(s, seed, cfg)
         self.loop: Generator[np.ndarray, int, RunResult] = self.driver.decisions()
         self._mark = self._sums()
         self.ep_reward = 0.0
@@ -138,6 +139,8 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
     torch.set_num_threads(1)
     rng = np.random.default_rng(s.seed)
     net = ScalerNet(ScalerNetConfig(encoder=s.encoder))
+    t0 = time.perf_counter()
+    bc = behaviour_clone(net, s, rng) if s.bc_episodes else {}
     opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
     envs = [_Env(s, i) for i in range(s.num_envs)]
     scale = RunningStd(s.num_envs, s.gamma)
@@ -149,7 +152,6 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
     done_buf = np.zeros((t, n), dtype=np.float32)
     val_buf = np.zeros((t, n), dtype=np.float32)
     updates = max(1, s.total_steps // (n * t))
-    t0 = time.perf_counter()
     curve: list[dict[str, float]] = []
     steps = 0
     for update in range(updates):
@@ -197,9 +199,42 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
             log(row)
         if time.perf_counter() - t0 > 60.0 * s.minutes:
             break
-    facts = {"settings": asdict(s), "steps": steps, "updates": len(curve), "wall_s": time.perf_counter() - t0,
+    facts = {"settings": asdict(s), "behaviour_clone": bc, "steps": steps, "updates": len(curve),
+             "wall_s": time.perf_counter() - t0,
              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "curve": curve}
     return net, facts
+
+
+def _episode(s: ScalerTrainSettings, seed: int, config: DriverConfig) -> Driver:
+    per_node = 8
+    peak = 0.5 * per_node * s.nodes * 0.8 * 1000 / 10.0  # as `simulate --scaler`'s default peak
+    return Driver(ServiceSpec(max_replicas=per_node * s.nodes), flash_sale(seed, s.days, 15.0, peak), config, seed)
+
+
+def behaviour_clone(net: ScalerNet, s: ScalerTrainSettings, rng: np.random.Generator) -> dict[str, float]:
+    """Cross-entropy on the actions nearest to what the tuned `predictive` scaler did on `bc_episodes` training
+    episodes (seeds after PPO's range of the first updates); returns the imitation accuracy."""
+    windows, labels = [], []
+    expert = DriverConfig(scaler="predictive", target_utilization=60, lead_s=300.0, node_autoscaler=s.node_autoscaler,
+                          nodes=s.nodes, step_s=s.step_s)
+    for i in range(s.bc_episodes):
+        driver = _episode(s, s.seed_base + 500_000 + i, expert)
+        driver.expert_log = []
+        driver.run()
+        windows += [w for w, _ in driver.expert_log]
+        labels += [a for _, a in driver.expert_log]
+    x, y = torch.from_numpy(np.stack(windows)), torch.tensor(labels)
+    opt = torch.optim.Adam(net.parameters(), lr=s.bc_lr)
+    for _ in range(s.bc_epochs):
+        for i in torch.from_numpy(rng.permutation(len(y))).split(512):
+            logits, _ = net(x[i])
+            loss = torch.nn.functional.cross_entropy(logits, y[i])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        accuracy = float((net(x)[0].argmax(-1) == y).float().mean())
+    return {"decisions": len(y), "accuracy": accuracy, "loss": float(loss.detach())}
 
 
 def _update(net: ScalerNet, opt: torch.optim.Optimizer, s: ScalerTrainSettings, obs: np.ndarray,

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--node-autoscaler", default=d.node_autoscaler, metavar="NAME",
                    help=f"{', '.join(NODE_AUTOSCALERS)} (default {d.node_autoscaler})")
     p.add_argument("--days", type=positive_int, default=d.days, help=f"days per episode (default {d.days})")
+    p.add_argument("--bc-episodes", type=non_negative_int, default=d.bc_episodes,
+                   help=f"imitate the tuned predictive scaler on this many episodes first (default {d.bc_episodes}; 0: "
+                        "none)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the network and sampling (default 0)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -46,7 +49,8 @@ def _run(args: argparse.Namespace) -> int:
                         f"{', '.join(NODE_AUTOSCALERS)}")
     s = ScalerTrainSettings(reward_preset=args.reward_preset, encoder=args.encoder, minutes=args.minutes,
                             total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
-                            node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed)
+                            node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed,
+                            bc_episodes=args.bc_episodes)
     s.validate()
     out = make_output_dir(args.out)
     bar = None
