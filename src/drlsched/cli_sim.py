@@ -79,6 +79,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if wants_scaler(args):  # replica scalers on one service (docs/autoscaling.md "evaluate")
+        from drlsched.autoscale.evaluate import evaluate as evaluate_scalers
+
+        return evaluate_scalers(args)
     if jobs_cli.is_job_workload(args):
         return jobs_cli.evaluate(args)
     if not args.policies:
@@ -208,4 +212,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_backend_arguments(e)
     jobs_cli.add_job_arguments(e, many=True)
     jobs_cli.extend_trace_formats(e)
+    add_scaler_arguments(e, many=True)
     e.set_defaults(func=cmd_evaluate)

@@ -54,6 +54,9 @@ def load_curve(args: argparse.Namespace, pattern: LoadCurve | None = None) -> Lo
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from drlsched.autoscale import train_cli
+
+    train_cli.register(sub)
     p = sub.add_parser("load-curve", help="read a load trace or make the flash-sale load; summarise it or write CSV")
     add_load_arguments(p)
     p.add_argument("--pattern", choices=PATTERNS, help="a synthetic load instead of --load-trace")

@@ -17,6 +17,8 @@ Scalers (`--scaler`):
   node); without a node autoscaler they change nothing but cost.
 - `predictive`: max(the HPA's recommendation, the replicas the Holt-Winters forecast of the rate needs `lead_s`
   ahead) (`predictive.PredictiveScaler`); the HPA runs as the reactive part on the same syncs.
+- `ppo:PATH`: the learned scaler (`learned.LearnedScaler`) sets the count at each sync from the history window of
+  `scaler_obs.ScalerObserver`; `decisions()` runs the same loop with the actions sent in from outside (training).
 Pods leave at once when scaled down (no graceful termination), in the ReplicaSet's order: unscheduled first,
 then not ready, then the newest.
 """
@@ -24,6 +26,7 @@ then not ready, then the newest.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +40,7 @@ from drlsched.autoscale.metrics_server import MetricsServer
 from drlsched.autoscale.node_groups import NodeGroup, NodeTemplate, NodeView, PodRequest, Provision, Remove
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.autoscale.replicas import PENDING, RUNNING, Pod
+from drlsched.autoscale.scaler_obs import ScalerObserver
 from drlsched.autoscale.services import SATURATED_SLOWDOWN, ServiceSpec, Startup, serve
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
@@ -44,6 +48,7 @@ from drlsched.policies import Option, PodContext, make_policy
 from drlsched.workload import PodSpec, QoS
 
 SCALERS = ("hpa", "overprovision", "predictive")
+LEARNED_PREFIX = "ppo:"  # ppo:PATH, a policy of `drlsched train-scaler`
 NODE_AUTOSCALERS = ("none", "cluster-autoscaler", "karpenter")
 DEFAULT_TEMPLATE = NodeTemplate("c8-m32", 8000, 32768)
 VIOLATION_MINUTE_SHARE = 0.01  # a minute with more than 1% of its requests violating counts (SimConfig's 1%)
@@ -70,7 +75,7 @@ class DriverConfig:
     startup: Startup = field(default_factory=Startup)
 
     def validate(self) -> None:
-        if self.scaler not in SCALERS:
+        if self.scaler not in SCALERS and not self.scaler.startswith(LEARNED_PREFIX):
             raise UserError(f"unknown scaler {self.scaler!r}; choose one of {', '.join(SCALERS)}")
         if self.node_autoscaler not in NODE_AUTOSCALERS:
             raise UserError(f"unknown node autoscaler {self.node_autoscaler!r}; choose one of "
@@ -145,6 +150,17 @@ class Driver:
                 config.target_utilization, lead_s=config.lead_s, alpha=config.alpha, beta=config.beta,
                 gamma=config.gamma))
         self.ms = MetricsServer(config.metric_resolution_s)
+        self.learned = None
+        self.observer: ScalerObserver | None = None
+        self.expert_log: list[tuple[np.ndarray, int]] | None = None  # set to a list to record (window, action)
+        if config.scaler.startswith(LEARNED_PREFIX):
+            from drlsched.autoscale.learned import load_scaler
+
+            self.learned = load_scaler(config.scaler[len(LEARNED_PREFIX):])
+        # Running sums since the start (requests, violating requests, core-seconds used by the ready replicas and
+        # requested by the bound pods): the learned scaler's observation and the training reward read differences.
+        self.requests = self.violating = self.used_core_s = self.requested_core_s = 0.0
+        self._seen = (0.0, 0.0)
 
     # --- state ---------------------------------------------------------------------------------------------
 
@@ -305,13 +321,35 @@ class Driver:
                 out.append(Pod(r.name, self.spec.request_m, RUNNING, False, r.start_s, r.start_s))
         return out
 
-    def _sync(self, now: float, rate: float) -> None:
+    def _observe(self, now: float, rate: float) -> np.ndarray:
+        """The learned scaler's history window after this sync (`scaler_obs`)."""
+        if self.observer is None:
+            self.observer = ScalerObserver(self.spec)
+        service = self._service()
+        ready = sum(1 for r in service if r.ready_s <= now)
+        requests, bad = self.requests - self._seen[0], self.violating - self._seen[1]
+        self._seen = (self.requests, self.violating)
+        return self.observer.observe(now, rate, ready, len(service), bad / requests if requests > 0 else 0.0)
+
+    def _sync(self, now: float, rate: float, action: int | None = None) -> None:
         current = len(self._service())
-        decision = self.hpa.reconcile(now, current, self._hpa_pods(now), self.ms.pod_metrics())
-        desired = decision.desired
+        if action is not None or self.learned is not None:
+            if action is None:
+                assert self.learned is not None
+                action = self.learned.act(self._observe(now, rate))
+            assert self.observer is not None  # made by _observe
+            desired = self.observer.target(action)
+            self.hpa.next_sync_s = now + self.hpa.config.sync_period_s  # on the HPA's sync period, instead of it
+        else:
+            decision = self.hpa.reconcile(now, current, self._hpa_pods(now), self.ms.pod_metrics())
+            desired = decision.desired
         if self.predictive is not None:
             self.predictive.observe(now, rate)
             desired = self.predictive.desired(desired)
+        if self.expert_log is not None and action is None:  # imitation data: what this scaler did, as an action
+            window = self._observe(now, rate).copy()
+            assert self.observer is not None
+            self.expert_log.append((window, self.observer.nearest(desired)))
         desired = min(self.spec.max_replicas, max(self.spec.min_replicas, desired))
         if desired != current:
             self.scale_actions += 1
@@ -323,6 +361,20 @@ class Driver:
     # --- the loop -----------------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        """The whole run with the configured scaler."""
+        loop = self._loop(external=False)
+        try:
+            next(loop)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        raise AssertionError("the loop yields only to an external scaler")
+
+    def decisions(self) -> Generator[np.ndarray, int, RunResult]:
+        """The run as a generator for an external scaler (training): it yields the learned scaler's observation at
+        every sync and takes the action (an index into `scaler_obs.MULTIPLIERS`) sent back; returns the result."""
+        return self._loop(external=True)
+
+    def _loop(self, external: bool) -> Generator[np.ndarray, int, RunResult]:
         spec, cfg, dt = self.spec, self.cfg, self.cfg.step_s
         steps = math.ceil(self.load.duration_s / dt)
         times = self.load.start_s + dt * np.arange(steps)
@@ -375,7 +427,8 @@ class Driver:
                 acc = np.zeros(len(ready))
                 self.ms.scrape(now, {r.name: (r.start_s, r.core_s) for r in self._service() if r.start_s <= now})
             if self.hpa.due(now):
-                self._sync(now, rate)
+                action = (yield self._observe(now, rate)) if external else None
+                self._sync(now, rate, action)
             self._autoscale_nodes(now)
             if self.version != seen_version or now >= next_change:
                 # The ready set changed (a bind, a removal, a replica became ready): recompute who serves.
@@ -394,6 +447,10 @@ class Driver:
                 n_service = len(service)
             served = serve(spec, rate, node_of, cap, busy)
             acc += served.usage_m * (dt / 1000.0)
+            self.requests += rate * dt
+            self.violating += rate * dt * served.violating_share
+            self.used_core_s += float(served.usage_m.sum()) * dt / 1000.0
+            self.requested_core_s += bound * spec.request_m * dt / 1000.0
             if now < cfg.measure_from_s:
                 continue
             m = int((now - self.load.start_s) // 60)

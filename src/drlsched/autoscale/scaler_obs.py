@@ -1,0 +1,77 @@
+"""What the learned replica scaler sees and what it can do (docs/autoscaling.md "The learned scaler").
+
+Observation: the last `HISTORY` syncs (15 s apart), `F_SCALER` features each, oldest first:
+    0 log(1 + need) / log(1 + max replicas)   need = the replicas the current rate fills at 100% of request
+    1 ready replicas / need                   (need at least 1; ratios capped at 4)
+    2 replicas (bound or starting) / need
+    3 forecast need 300 s ahead / need       (Holt-Winters, as `predictive`; 0 until it has a season)
+    4 1 once the forecast has a season of history, else 0
+    5 change of log need since the previous sync (clipped to ±1)
+    6, 7 sin and cos of the hour of day
+    8 share of the last interval's requests that violated the SLA
+Action: one of `MULTIPLIERS`; the replica target is ⌈m × max(need, forecast need)⌉ within [min, max] — m = 1.25 is
+the HPA's 80% target on the larger of now and the forecast, so the policy trades violation (small m, or trusting
+the present over the forecast) against replica-hours (large m).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
+from drlsched.autoscale.services import ServiceSpec
+
+HISTORY = 16
+F_SCALER = 9
+MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
+OBS_SPEC_VERSION = 1
+LEAD_S = 300.0  # the forecast's lead: start-up, warm-up and a node's provisioning, about (the tuned predictive's)
+_CAP = 4.0
+
+
+class ScalerObserver:
+    """The history window of one service, updated at every sync; also turns an action into a replica target."""
+
+    def __init__(self, spec: ServiceSpec) -> None:
+        self.spec = spec
+        self.forecast = PredictiveScaler(PredictiveConfig(spec.request_m, spec.cpu_per_rps_m, spec.max_replicas,
+                                                          spec.min_replicas, 100, lead_s=LEAD_S))
+        self.window = np.zeros((HISTORY, F_SCALER), dtype=np.float32)
+        self.need = 1.0
+        self.forecast_need = 0.0
+        self._log_need = 0.0
+        self._log_max = math.log1p(spec.max_replicas)
+
+    def observe(self, now: float, rate: float, ready: int, replicas: int, violating: float) -> np.ndarray:
+        """Fold one sync into the window; returns the window (a view: copy it to keep it)."""
+        self.forecast.observe(now, rate)
+        need = rate * self.spec.cpu_per_rps_m / self.spec.request_m
+        seasoned = self.forecast.model.count >= self.forecast.model.season
+        self.forecast_need = (self.forecast.forecast_rate() * self.spec.cpu_per_rps_m / self.spec.request_m
+                              if seasoned else 0.0)
+        self.need = need
+        base = max(need, 1.0)
+        log_need = math.log1p(need)
+        hour = 2.0 * math.pi * ((now % 86_400.0) / 86_400.0)
+        row = (log_need / self._log_max, min(ready / base, _CAP), min(replicas / base, _CAP),
+               min(self.forecast_need / base, _CAP), float(seasoned),
+               max(-1.0, min(1.0, log_need - self._log_need)), math.sin(hour), math.cos(hour), violating)
+        self._log_need = log_need
+        self.window[:-1] = self.window[1:]
+        self.window[-1] = row
+        return self.window
+
+    def target(self, action: int) -> int:
+        """The replica target of `action` for the latest observation."""
+        m = MULTIPLIERS[action]
+        return min(self.spec.max_replicas,
+                   max(self.spec.min_replicas, math.ceil(m * max(self.need, self.forecast_need) - 1e-9)))
+
+    def nearest(self, replicas: int) -> int:
+        """The action whose target is closest to `replicas` (the larger multiplier on a tie): how a non-learned
+        scaler's decision reads in this action space, for imitation."""
+        gaps = [abs(self.target(a) - replicas) for a in range(len(MULTIPLIERS))]
+        best = min(gaps)
+        return max(a for a, g in enumerate(gaps) if g == best)

@@ -1,0 +1,123 @@
+"""The learned replica scaler: its observation and action, the driver's external-decision loop, the checkpoint's
+checks, and `train-scaler` end to end into simulate and evaluate."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from drlsched.autoscale.driver import Driver, DriverConfig
+from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, load_scaler, save_scaler
+from drlsched.autoscale.load import LoadCurve
+from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, ScalerObserver
+from drlsched.autoscale.scaler_train import ScalerTrainSettings
+from drlsched.autoscale.services import ServiceSpec
+from drlsched.cli import main
+from drlsched.errors import UserError
+from drlsched.rl.checkpoint import save_policy
+from drlsched.rl.network import NetConfig, SchedulerNet
+
+
+def burst_load() -> LoadCurve:
+    rate = np.r_[np.full(20, 400.0), np.full(20, 3200.0)]
+    return LoadCurve(rate, 60.0, 0.0, ((1200.0, 2400.0),))
+
+
+def test_observer_target_follows_the_multiplier() -> None:
+    obs = ScalerObserver(ServiceSpec(max_replicas=100))
+    window = obs.observe(0.0, 1000.0, ready=5, replicas=6, violating=0.25)
+    assert window.shape == (HISTORY, F_SCALER)
+    need = 1000.0 * 10.0 / 1000.0  # rate × cost / request: 10 replicas at 100%
+    assert window[-1, 1] == pytest.approx(5 / need) and window[-1, 8] == 0.25
+    assert window[-1, 3] == 0.0 and window[-1, 4] == 0.0  # no season of history: no forecast yet
+    targets = [obs.target(a) for a in range(len(MULTIPLIERS))]
+    assert targets == sorted(targets)
+    assert targets == [min(100, max(1, math.ceil(m * need - 1e-9))) for m in MULTIPLIERS]
+    assert obs.nearest(targets[4]) == 4 and obs.nearest(1) == 0 and obs.nearest(10_000) == len(MULTIPLIERS) - 1
+
+
+def test_external_decisions_drive_the_replicas() -> None:
+    """A constant action sent through `decisions()` holds ⌈m × need⌉ replicas, on the HPA's 15 s syncs."""
+    spec = ServiceSpec(max_replicas=160)
+    driver = Driver(spec, burst_load(), DriverConfig(nodes=20), seed=1)
+    loop = driver.decisions()
+    action = MULTIPLIERS.index(2.0)
+    syncs = 0
+    try:
+        next(loop)
+        while True:
+            syncs += 1
+            loop.send(action)
+    except StopIteration as stop:
+        result = stop.value
+    assert syncs == 2400 // 15  # one decision per sync: at 0, 15, ..., 2385 s
+    assert result.series["replicas"][-1] == math.ceil(2.0 * 3200.0 * 10.0 / 1000.0)
+    assert driver.requests == pytest.approx(float(burst_load().rate.sum() * 60.0), rel=1e-6)
+    assert 0.0 < driver.used_core_s < driver.requested_core_s
+
+
+def test_presets_weigh_the_trade_differently() -> None:
+    eco, batch = ScalerTrainSettings(reward_preset="ecommerce").weights(), ScalerTrainSettings(
+        reward_preset="batch").weights()
+    assert eco[1] / eco[0] > 5 * batch[1] / batch[0]  # ecommerce pays far more for a violation per utilisation
+    with pytest.raises(UserError):
+        ScalerTrainSettings(reward_preset="traffic").validate()
+
+
+def test_checkpoint_checks(tmp_path: Path) -> None:
+    good = tmp_path / "scaler.pt"
+    save_scaler(good, ScalerNet(ScalerNetConfig(encoder="none")), {"kind": "scaler"})
+    assert load_scaler(str(good)).act(np.zeros((HISTORY, F_SCALER), np.float32)) in range(len(MULTIPLIERS))
+    placement = tmp_path / "placement.pt"
+    save_policy(placement, SchedulerNet(NetConfig()), "ppo", {})
+    with pytest.raises(UserError, match="placement policy"):
+        load_scaler(str(placement))
+    tampered = tmp_path / "tampered.pt"
+    data = torch.load(good, weights_only=True)
+    data["meta"] = {"kind": "edited"}
+    torch.save(data, tampered)
+    with pytest.raises(UserError, match="sha256"):
+        load_scaler(str(tampered))
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="not a readable"):
+        load_scaler(str(junk))
+    with pytest.raises(UserError, match="does not exist"):
+        load_scaler(str(tmp_path / "missing.pt"))
+
+
+def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["train-scaler", "--steps", "256", "--envs", "2", "--nodes", "10", "--days", "1", "--bc-episodes", "1",
+                 "--node-autoscaler", "none", "--out", str(out), "--quiet"]) == 0
+    for name in ("policy.pt", "curve.csv", "curve.png", "train.json"):
+        assert (out / name).stat().st_size > 0
+    facts = json.loads((out / "train.json").read_text())
+    assert facts["behaviour_clone"]["decisions"] > 0 and facts["steps"] == 256 and facts["peak_rss_mib"] > 0
+    assert facts["settings"]["reward_preset"] == "ecommerce"
+    trace = tmp_path / "t.csv"
+    trace.write_text("minute,requests\n" + "".join(f"{m},{600 if m < 30 else 4800}\n" for m in range(60)))
+    policy = f"ppo:{out / 'policy.pt'}"
+    capsys.readouterr()
+    assert main(["simulate", "--load-trace", str(trace), "--scaler", policy, "--nodes", "10", "--json", "-"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["scaler"] == policy and metrics["scale_actions"] >= 1
+    ev = tmp_path / "ev"
+    assert main(["evaluate", "--load-trace", str(trace), "--nodes", "10", "--seeds", "1", "--jobs", "1", "--quiet",
+                 "--scalers", f"hpa,{policy}", "--out", str(ev)]) == 0
+    assert policy in json.loads((ev / "results.json").read_text())["scalers"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["train-scaler", "--reward-preset", "traffic"],
+    ["train-scaler", "--node-autoscaler", "gke"],
+    ["train-scaler", "--days", "9"],
+])
+def test_train_bad_input(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error" in err[0]
+    assert not (tmp_path / "o").exists()
