@@ -10,17 +10,18 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 from drlsched.cli_args import make_output_dir, positive_float, positive_int
 from drlsched.errors import UserError
-from drlsched.jobs.metrics import JOB_METRIC_KEYS
+from drlsched.jobs import plots
+from drlsched.jobs.metrics import JOB_METRIC_KEYS, NETWORK_KEYS
 from drlsched.jobs.policies import JOB_POLICIES, make_job_policy
 from drlsched.jobs.workload import DEFAULT_DURATION_S, DEFAULT_NODES, JobSource, check_source, run_jobs_full
 from drlsched.metrics import null_warning
+from drlsched.scenarios import SCENARIOS
 
 JOB_SCENARIOS = ("tpch",)
 JOB_TRACE_FORMATS = ("spark-profiles",)
+TASK_SCENARIOS = ("spark-tpcds",)  # pod scenarios that are also job workloads when a job policy is given
 ALIBABA = "alibaba-v2018"  # a pod trace that is also a job workload when a job policy is given
 BASELINE = "fifo"
 
@@ -48,9 +49,11 @@ def extend_trace_formats(p: argparse.ArgumentParser) -> None:
 
 
 def is_job_workload(args: argparse.Namespace) -> bool:
-    """tpch and spark-profiles always; alibaba-v2018 only with --job-policy/--job-policies (else its pods)."""
+    """tpch and spark-profiles always; alibaba-v2018 and spark-tpcds only with --job-policy/--job-policies (else
+    their pods, as before)."""
     fmt = getattr(args, "trace_format", None)
-    if fmt == ALIBABA and (getattr(args, "job_policy", None) or getattr(args, "job_policies", None)):
+    if (fmt == ALIBABA or args.scenario in TASK_SCENARIOS) and (getattr(args, "job_policy", None)
+                                                                 or getattr(args, "job_policies", None)):
         return True
     return args.scenario in JOB_SCENARIOS or fmt in JOB_TRACE_FORMATS
 
@@ -58,6 +61,14 @@ def is_job_workload(args: argparse.Namespace) -> bool:
 def job_source(args: argparse.Namespace) -> JobSource:
     if args.scenario is not None and args.trace:
         raise UserError("give exactly one of --scenario NAME or --trace PATH (with --trace-format)")
+    if args.scenario in TASK_SCENARIOS:  # the pod scenario's queries with tasks, on its nodes
+        scenario = SCENARIOS[args.scenario]
+        source = JobSource(scenario=args.scenario, nodes=args.nodes or scenario.default_nodes,
+                           duration_s=args.duration or scenario.default_duration_s, load=args.load, batch=args.batch,
+                           idle_timeout_s=args.executor_idle_timeout, nic_gbps=args.nic_gbps,
+                           rack_oversubscription=args.rack_oversubscription)
+        check_source(source)
+        return source
     alibaba = args.trace if getattr(args, "trace_format", None) == ALIBABA else None
     source = JobSource(profiles=args.trace if args.trace and alibaba is None else None, alibaba=alibaba,
                        nodes=args.nodes or DEFAULT_NODES,
@@ -74,18 +85,18 @@ def simulate(args: argparse.Namespace) -> int:
     source = job_source(args)
     args.job_policy = args.job_policy or "fifo"
     make_job_policy(args.job_policy)
-    args.policy = args.policy or "k8s-default"  # executor pods are identical here: placement moves nothing
+    args.policy = args.policy or "k8s-default"  # without nodes (tpch) executor pods are slots: it moves nothing
     make_policy(args.policy)  # an unknown placement policy fails as it does elsewhere
-    metrics, _ = run_jobs_full(source, args.job_policy, args.seed)
-    metrics["policy"] = args.policy  # placement: executor pods are identical here, so it does not move them
+    metrics, _ = run_jobs_full(source, args.job_policy, args.seed, args.policy)
     if args.json == "-":
         json.dump(metrics, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print(f"{args.job_policy} on {metrics['scenario']} (seed {args.seed}, {metrics['executors']} executors, "
+    print(f"{args.job_policy} + {args.policy} on {metrics['scenario']} (seed {args.seed}, "
+          f"{metrics['executors']} executors, "
           f"{metrics['jobs']} jobs, {metrics['wall_s']:.2f} s wall, "
           f"{metrics['task_completions_per_s']:.0f} task completions/s)")
-    for key in JOB_METRIC_KEYS:
+    for key in metric_keys(source):
         value = metrics[key]
         shown = "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
         print(f"  {key:24s} {shown}")
@@ -105,8 +116,16 @@ def _ratio(value: object, base: object) -> float | None:
     return float(value) / float(base)  # type: ignore[arg-type]
 
 
-def _one(task: tuple[JobSource, str, int]) -> tuple[dict[str, object], list[float]]:
-    return run_jobs_full(*task)
+def metric_keys(source: JobSource) -> tuple[str, ...]:
+    """The keys a run on `source` reports: the job metrics, and the network's where executors are on nodes."""
+    return (*JOB_METRIC_KEYS, *NETWORK_KEYS) if source.placed else JOB_METRIC_KEYS
+
+
+def _one(task: tuple[JobSource, str, int, str, str]) -> tuple[dict[str, object], list[float]]:
+    source, job_policy, seed, placement, label = task
+    metrics, jct = run_jobs_full(source, job_policy, seed, placement)
+    metrics["label"] = label
+    return metrics, jct
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -114,8 +133,8 @@ def evaluate(args: argparse.Namespace) -> int:
     from drlsched.evaluate import mean_ci
 
     source = job_source(args)
-    args.policies = args.policies or "k8s-default"  # executor pods are identical here: placement moves nothing
-    parse_policies(args.policies)
+    args.policies = args.policies or "k8s-default"  # without nodes (tpch) executor pods are slots: it moves nothing
+    placements = parse_policies(args.policies)
     if not args.job_policies:
         raise UserError("a job workload needs --job-policies A,B (e.g. fifo,fair,weighted-fair:-1)")
     names = [x.strip() for x in args.job_policies.split(",")]
@@ -126,19 +145,26 @@ def evaluate(args: argparse.Namespace) -> int:
     seeds = [args.seed + i for i in range(args.seeds)]
     out = make_output_dir(args.out)
     t0 = time.perf_counter()
-    tasks = [(source, n, s) for n in names for s in seeds]
+    # Where executors are on nodes, each job policy under each placement policy is an entry of its own
+    # (job+placement); elsewhere placement moves nothing and an entry is a job policy.
+    pairs = ([(n, p, f"{n}+{p}") for n in names for p in placements] if source.placed
+             else [(n, placements[0], n) for n in names])
+    tasks = [(source, n, s, p, label) for n, p, label in pairs for s in seeds]
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(_one, tasks))
     else:
         results = [_one(t) for t in tasks]
-    by = {(m["job_policy"], m["seed"]): (m, jct) for m, jct in results}
-    summary = {n: {k: mean_ci([by[(n, s)][0][k] for s in seeds]) for k in JOB_METRIC_KEYS} for n in names}
-    base = names[0] if BASELINE not in names else BASELINE
-    ratios = {n: {k: mean_ci([_ratio(by[(n, s)][0][k], by[(base, s)][0][k]) for s in seeds])
-                  for k in ("jct_mean_s", "jct_p50_s", "jct_p99_s")}
-              for n in names if n != base}
+    by = {(m["label"], m["seed"]): (m, jct) for m, jct in results}
+    labels = [label for _, _, label in pairs]
+    keys = metric_keys(source)
+    summary = {n: {k: mean_ci([by[(n, s)][0][k] for s in seeds]) for k in keys} for n in labels}
+    base = next((label for n, _, label in pairs if n == BASELINE), labels[0])
+    ratio_keys = RATIO_KEYS + (("cluster_util", "cross_node_traffic_gb") if source.placed else ())
+    ratios = {n: {k: mean_ci([_ratio(by[(n, s)][0][k], by[(base, s)][0][k]) for s in seeds]) for k in ratio_keys}
+              for n in labels if n != base}
     meta = {"workload": source.name, "seeds": seeds, "job_policies": names, "placement_policies": args.policies,
+            "entries": labels,
             "nodes": source.nodes, "load": source.load, "batch": source.batch, "baseline": base,
             "wall_s": time.perf_counter() - t0}
     results_json = {"meta": meta, "policies": summary, f"ratio_vs_{base}": ratios,
@@ -147,17 +173,19 @@ def evaluate(args: argparse.Namespace) -> int:
     warning = null_warning([m for m, _ in results])
     if warning:
         print(warning, file=sys.stderr)
-    table = _table(summary, names)
-    _cdf(out, names, seeds, by)
+    columns = _COLUMNS + (NETWORK_COLUMNS if source.placed else ())
+    table = _table(summary, labels, columns)
+    plots.jct_cdf(out / "jct_cdf.png", {n: [by[(n, s)][1] for s in seeds] for n in labels})
+    plots.metric_bars(out / "job_metrics.png", summary, labels, columns)
+    heads = [_RATIO_TITLES.get(k, k) for k in ratio_keys]
     lines = [f"# drlsched evaluation: {source.name} (job policies)", "",
              f"{len(seeds)} paired seed(s) ({', '.join(map(str, seeds))}); means ± 95% CI half-widths.", "", table,
-             "", f"Paired ratio to `{base}` (mean ± 95% CI):", "", "| Job policy | mean JCT | P50 JCT | P99 JCT |",
-             "|---|---|---|---|"]
+             "", f"Paired ratio to `{base}` (mean ± 95% CI):", "", "| Entry | " + " | ".join(heads) + " |",
+             "|---|" + "---|" * len(heads)]
     for n, r in ratios.items():
-        lines.append(f"| {n} | " + " | ".join(_cell(r[k], ".3f", ".3f")
-                                              for k in ("jct_mean_s", "jct_p50_s", "jct_p99_s")) + " |")
+        lines.append(f"| {n} | " + " | ".join(_cell(r[k], ".3f", ".3f") for k in ratio_keys) + " |")
     lines += ["", "Metric definitions: docs/simulator.md \"Jobs, stages and executors\".", "",
-              "![jct_cdf](jct_cdf.png)"]
+              "![jct_cdf](jct_cdf.png)", "", "![job_metrics](job_metrics.png)"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     print(table)
     print(f"\n{len(results)} runs in {meta['wall_s']:.1f} s; results: {out / 'results.json'}, report: "
@@ -167,7 +195,13 @@ def evaluate(args: argparse.Namespace) -> int:
 
 _COLUMNS = (("jct_mean_s", "mean JCT (s)"), ("jct_p50_s", "P50 JCT (s)"), ("jct_p99_s", "P99 JCT (s)"),
             ("jct_mean_small_s", "small (s)"), ("jct_mean_medium_s", "medium (s)"), ("jct_mean_large_s", "large (s)"),
-            ("makespan_s", "makespan (s)"), ("executor_util", "executor util"), ("executor_starts", "executor starts"))
+            ("makespan_s", "makespan (s)"), ("executor_util", "executor util"), ("executor_starts", "executor starts"),
+            ("cluster_util", "cluster util"))
+NETWORK_COLUMNS = (("cross_node_traffic_gb", "cross-node (GB)"), ("cross_rack_traffic_gb", "cross-rack (GB)"),
+                   ("network_wait_s", "network wait (s)"))
+RATIO_KEYS = ("jct_mean_s", "jct_p50_s", "jct_p99_s")
+_RATIO_TITLES = {"jct_mean_s": "mean JCT", "jct_p50_s": "P50 JCT", "jct_p99_s": "P99 JCT",
+                 "cluster_util": "cluster util", "cross_node_traffic_gb": "cross-node traffic"}
 
 
 def _cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
@@ -175,29 +209,10 @@ def _cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
     return "n/a" if mean is None or ci is None else f"{mean:{mean_fmt}} ± {ci:{ci_fmt}}"
 
 
-def _table(summary: dict[str, dict[str, dict[str, float]]], names: list[str]) -> str:
-    rows = ["| Job policy | " + " | ".join(t for _, t in _COLUMNS) + " |", "|---|" + "---|" * len(_COLUMNS)]
+def _table(summary: dict[str, dict[str, dict[str, float | None]]], names: list[str],
+           columns: tuple[tuple[str, str], ...]) -> str:
+    rows = ["| Entry | " + " | ".join(t for _, t in columns) + " |", "|---|" + "---|" * len(columns)]
     for n in names:
-        cells = [_cell(summary[n][k], ".4g", ".2g") for k, _ in _COLUMNS]
+        cells = [_cell(summary[n][k], ".4g", ".2g") for k, _ in columns]
         rows.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
-
-
-def _cdf(out: Path, names: list[str], seeds: list[int], by: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for n in names:
-        jct = np.sort(np.concatenate([np.asarray(by[(n, s)][1], dtype=float) for s in seeds]))
-        if jct.size:
-            ax.plot(jct, np.arange(1, jct.size + 1) / jct.size, label=n, linewidth=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s)")
-    ax.set_ylabel("CDF")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "jct_cdf.png", dpi=110)
-    plt.close(fig)

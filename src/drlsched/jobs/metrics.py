@@ -11,6 +11,8 @@ import numpy as np
 JOB_METRIC_KEYS = ("jct_mean_s", "jct_p50_s", "jct_p99_s", "jct_mean_small_s", "jct_mean_medium_s",
                    "jct_mean_large_s", "makespan_s", "executor_util", "executor_starts", "cluster_util",
                    "jobs_finished", "jobs_unfinished", "tasks_done", "task_completions_per_s")
+# Beside them where executors are pods on nodes (jobs/placed.py): the shuffle reads' bytes and wait.
+NETWORK_KEYS = ("cross_node_traffic_gb", "cross_rack_traffic_gb", "network_wait_s", "transfer_slowdown_p99")
 
 
 @dataclass

@@ -17,6 +17,7 @@ class StageSpec:
     io_s: float  # its read alone at bandwidth 1 (the profiled cluster's), in seconds
     parents: tuple[int, ...] = ()  # indices into JobSpec.stages
     profile_s: float = 0.0  # the profile's mean task run time (for docs and checks)
+    shuffle_mb: float = 0.0  # the stage's whole shuffle read from its parents' outputs (split evenly over its tasks)
 
     def task_s(self, running: float, bandwidth: float = 1.0) -> float:
         return self.cpu_s + self.io_s * running / bandwidth
@@ -61,6 +62,7 @@ class Executor:
     busy: bool
     token: int  # bumps whenever it goes idle, so a stale idle-timeout event is ignored
     started: float = 0.0  # when its current task started
+    node: int = -1  # its node, where a placement policy placed it (jobs/placed.py); -1 = not placed
 
 
 @dataclass(slots=True)
