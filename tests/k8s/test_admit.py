@@ -238,3 +238,15 @@ def test_bad_options_are_one_line_exit_2(argv: list[str], words: str, capsys: py
 
 def test_the_job_label_is_the_one_the_replay_and_placement_use() -> None:
     assert JOB_LABEL == "drlsched.io/job" and GATE == "drlsched.io/admission"
+
+
+@pytest.mark.parametrize("kind, words", [("malformed", "not valid YAML"), ("unreachable", "cannot reach"),
+                                         ("missing-server", "has no server URL")])
+@pytest.mark.parametrize("elect", ["--leader-elect=true", "--leader-elect=false"])
+def test_a_bad_kubeconfig_or_an_unreachable_apiserver_with_once_is_one_line_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, words: str, elect: str) -> None:
+    from .test_controller import _bad_kubeconfig, _one_line_exit_2
+
+    path = _bad_kubeconfig(tmp_path, kind)
+    line = _one_line_exit_2(["admit", "--kubeconfig", str(path), "--job-policy", "fifo", "--once", elect], capsys)
+    assert words in line

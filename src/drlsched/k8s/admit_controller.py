@@ -141,6 +141,9 @@ class AdmitController:
             for ref, why in grant.held:
                 result.held[ref.key] = why
                 self._report(ref, "Normal", "AdmissionHeld", f"held by job policy {self.policy.name}: {why}")
+        # Forget pods no longer gated (released, deleted): the memory of posted events stays bounded.
+        still = {r.uid for j in snap.jobs for r in j.gated} | {r.uid for r, _ in snap.unattributed}
+        self._reported = {uid: why for uid, why in self._reported.items() if uid in still}
         gated = sum(len(j.gated) for j in snap.jobs) - len(result.released)
         self.pods.set(gated, state="gated")
         self.pods.set(snap.released + len(result.released), state="released")
