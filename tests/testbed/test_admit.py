@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -24,6 +27,7 @@ import kubernetes
 import pytest
 from polling import until
 
+import drlsched
 from drlsched.jobs.policies import make_job_policy
 from drlsched.k8s.admission import ADMITTED_ANNOTATION, GATE
 from drlsched.k8s.admit_controller import AdmitController
@@ -297,3 +301,27 @@ def test_after_an_apiserver_restart_the_job_state_is_rebuilt_from_the_gates(
     assert {n: patches[n] for n in names} == dict.fromkeys(names, 1)
     assert sampler.peak_total <= 3
     assert "pass failed" in replica.log()  # it did see the apiserver go
+
+
+def test_once_prints_the_pass_as_json(bed: controlplane.Testbed, core: kubernetes.client.CoreV1Api,
+                                      tmp_path: Path) -> None:
+    namespace = _namespace(core)
+    for i in range(3):
+        core.create_namespaced_pod(namespace, _gated(f"o-{i}", "o", run=None))
+    core.create_namespaced_pod(namespace, _gated("stray", None, run=None))
+    done = subprocess.run([sys.executable, "-m", "drlsched.cli", "admit", "--kubeconfig", str(bed.kubeconfig),
+                           "--job-policy", "fair", "--executors", "2", "--namespace", namespace, "--once"],
+                          capture_output=True, text=True, timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["released"] == [f"{namespace}/o-0", f"{namespace}/o-1"]
+    assert result["limits"] == {f"{namespace}/o": 2.0} and result["executors"] == 2
+    assert "holds 2 of its limit 2" in result["held"][f"{namespace}/o-2"]
+    assert f"{namespace}/stray" in result["unattributed"]
+    assert sum(not _gated_now(p) for p in _pods(core, namespace).values()) == 2
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(drlsched.__file__).parents[1]), env.get("PYTHONPATH", "")])
+    return env
