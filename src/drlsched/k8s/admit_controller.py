@@ -23,6 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,9 @@ class AdmitController:
     def __init__(self, api: kubernetes.client.ApiClient, policy: JobPolicy, executors: int | None = None,
                  policy_file: Path | None = None, namespace: str | None = None,
                  recorder: EventRecorder | None = None, identity: str = COMPONENT,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, workers: int = 8) -> None:
         self.api = api
+        self.workers = workers  # concurrent release patches (the API client's pool holds 32 connections)
         self.policy = policy
         self.executors = executors
         self.policy_path = policy_file
@@ -130,14 +132,18 @@ class AdmitController:
             result.held[ref.key] = why
             self._report(ref, "Warning", "JobMetadataMissing", why)
         stamp = f"{micro_time(self.clock())} by {self.identity}"
+        wave = [(grant, ref) for grant in grants for ref in grant.release]
+        # The pass's releases are all decided: their patches go concurrently, their results are read in order.
+        with ThreadPoolExecutor(max(1, min(self.workers, len(wave)))) as pool:
+            done = list(pool.map(lambda item: self._release(item[1], stamp), wave))
+        for (grant, ref), ok in zip(wave, done, strict=True):
+            if ok:
+                result.released.append(ref.key)
+                self.events.submit(involved("Pod", ref.name, ref.uid, ref.namespace), ref.namespace, "Normal",
+                                   "Admitted", f"released by job policy {self.policy.name}: job "
+                                   f"{grant.job.key}, limit {grant.limit:g} executors")
         for grant in grants:
             result.limits[grant.job.key] = None if math.isinf(grant.limit) else grant.limit
-            for ref in grant.release:
-                if self._release(ref, stamp):
-                    result.released.append(ref.key)
-                    self.events.submit(involved("Pod", ref.name, ref.uid, ref.namespace), ref.namespace, "Normal",
-                                       "Admitted", f"released by job policy {self.policy.name}: job "
-                                       f"{grant.job.key}, limit {grant.limit:g} executors")
             for ref, why in grant.held:
                 result.held[ref.key] = why
                 self._report(ref, "Normal", "AdmissionHeld", f"held by job policy {self.policy.name}: {why}")
