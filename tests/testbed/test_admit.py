@@ -33,10 +33,10 @@ from drlsched.k8s.admission import ADMITTED_ANNOTATION, GATE
 from drlsched.k8s.admit_controller import AdmitController
 from drlsched.k8s.objects import JOB_LABEL, TERMINAL_PHASES, pod_manifest
 from drlsched.testbed import controlplane
-from drlsched.testbed.audit import AUDIT_LOG
+from drlsched.testbed.audit import AUDIT_LOG, read_writes
 from drlsched.testbed.build import build
 from drlsched.testbed.controlplane import Options, down, up
-from drlsched.testbed.replicas import Replica
+from drlsched.testbed.replicas import Replica, lease
 
 RUN = "3s"
 _TIMEOUT_S = 240.0
@@ -325,3 +325,26 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(drlsched.__file__).parents[1]), env.get("PYTHONPATH", "")])
     return env
+
+
+def test_two_elected_replicas_never_both_release(bed: controlplane.Testbed, core: kubernetes.client.CoreV1Api,
+                                                 tmp_path: Path) -> None:
+    namespace = _namespace(core)
+    names = [f"e-{i}" for i in range(10)]
+    for n in names:
+        core.create_namespaced_pod(namespace, _gated(n, "e"))
+    argv = ["admit", "--kubeconfig", str(bed.kubeconfig), "--job-policy", "fifo", "--executors", "3",
+            "--namespace", namespace, "--period", "0.5", "--leader-elect-resource-name", f"admit-{namespace}"]
+    replicas = [Replica(name, argv, tmp_path) for name in ("one", "two")]
+    try:
+        identities = {r.identity(): r for r in replicas}
+        until(_all_done(core, namespace, names), "every pod to complete under two replicas", timeout_s=_TIMEOUT_S)
+        holder = str((lease(bed.api_client(), f"admit-{namespace}") or {}).get("holderIdentity"))
+    finally:
+        for r in replicas:
+            r.terminate()
+            r.close()
+    assert holder in identities
+    agents = Counter(w.user_agent for w in read_writes(bed.state_dir)
+                     if w.resource == "pods" and w.verb == "patch" and w.name in names and 200 <= w.code < 300)
+    assert agents == Counter({f"drlsched-admit/{holder}": len(names)})  # the leader released all, once each
