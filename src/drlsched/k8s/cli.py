@@ -16,7 +16,7 @@ from types import FrameType
 
 from drlsched.cli_common import add_reclaim_thresholds
 from drlsched.errors import UserError
-from drlsched.k8s import prom
+from drlsched.k8s import admit_cli, prom
 from drlsched.k8s.client import LOOPBACK, api_client
 from drlsched.k8s.controller import add_controller_arguments, controller_options
 from drlsched.k8s.metrics_pipeline import KubeletCollector, MetricsStore, Poller, PrometheusCollector
@@ -89,6 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="write the decision (rollback when the candidate is worse) to this rollout state file")
     report.add_argument("--promote", action="store_true", help="with --apply: promote a candidate that is better")
     report.set_defaults(func=_ab_report)
+
+    admit_cli.register(sub)
 
 
 def _policy_args(parser: argparse.ArgumentParser) -> None:

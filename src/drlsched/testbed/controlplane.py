@@ -350,6 +350,21 @@ def stop_process(testbed: Testbed, name: str) -> bool:
     return True
 
 
+def restart_apiserver(testbed: Testbed, audit_log: bool = False) -> None:
+    """Stops kube-apiserver and starts it again on the same port, etcd and certificates: its watch caches start
+    cold and every client's connections and watches break, as on a control-plane upgrade."""
+    stop_process(testbed, "kube-apiserver")
+    pki = Pki(testbed.state_dir / "pki")
+    admin = pki.tokens()["admin"]
+    ca = ssl.create_default_context(cafile=str(pki.ca_cert))
+    args = _apiserver_args(testbed.ports, f"http://{LOOPBACK}:{testbed.ports['etcd']}", pki)
+    if audit_log:
+        args += audit_args(testbed.state_dir)
+    launch(testbed, "kube-apiserver", find_binaries()["kube-apiserver"], args,
+           lambda: processes.http_ok(f"{testbed.apiserver_url}/readyz", ca, admin), _API_TIMEOUT_S)
+    testbed.save()
+
+
 def processes_running(testbed: Testbed, name: str) -> bool:
     proc = testbed.processes.get(name)
     return proc is not None and processes.runs(proc["pid"], proc["binary"])
