@@ -102,10 +102,11 @@ def resolve(api: kubernetes.client.ApiClient, target: Target) -> Workload:
         try:
             obj = get_json(api, target.path)
         except kubernetes.client.ApiException as err:
-            if err.status != 404:
+            if err.status not in (403, 404):  # unreadable (the manifest's RBAC grants no such kind) or absent
                 raise
-            raise TargetRefused(f"--target {target}: no such {target.kind}, and a {target.kind} has no scale "
-                                f"subresource anyway", target.ref()) from None
+            raise TargetRefused(f"--target {target}: a {target.kind} is not a scalable workload (no scale "
+                                f"subresource); target its Deployment, StatefulSet or ReplicaSet",
+                                target.ref()) from None
         raise TargetRefused(f"--target {target}: a {target.kind} is not a scalable workload (no scale "
                             f"subresource); target its Deployment, StatefulSet or ReplicaSet",
                             target.ref(obj["metadata"].get("uid", "")))
