@@ -243,7 +243,10 @@ def test_a_standby_forecasts_but_never_writes(monkeypatch: pytest.MonkeyPatch) -
 
 def test_targets_and_durations_parse() -> None:
     assert str(parse_target("shop/web")) == "shop/deployment/web"
-    assert parse_target("shop/statefulset/db").path == "/apis/apps/v1/namespaces/shop/statefulsets/db/scale"[:-6]
+    assert parse_target("shop/statefulset/db").path == "/apis/apps/v1/namespaces/shop/statefulsets/db"
+    assert parse_target("shop/DaemonSet/agent").path == "/apis/apps/v1/namespaces/shop/daemonsets/agent"
+    pod = parse_target("shop/pod/p")
+    assert not pod.scalable and pod.path == "/api/v1/namespaces/shop/pods/p"
     assert go_duration_s("10s") == 10.0 and go_duration_s("1m0.5s") == 60.5 and go_duration_s("500ms") == 0.5
     with pytest.raises(ValueError):
         go_duration_s("10 parsecs")
