@@ -79,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_controller_arguments(reclaim, lease_name="drlsched-reclaim")
     reclaim.set_defaults(func=_reclaim)
 
+    from drlsched.k8s import cli_autoscale  # `drlsched autoscale` (its own module)
+
+    cli_autoscale.register(sub)
+
     report = sub.add_parser("ab-report", help="compare the A/B arms of placed pods; optionally apply rollback")
     report.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
     report.add_argument("--namespace", help="only this namespace (default: all)")
