@@ -339,7 +339,9 @@ def test_two_elected_replicas_never_both_release(bed: controlplane.Testbed, core
     try:
         identities = {r.identity(): r for r in replicas}
         until(_all_done(core, namespace, names), "every pod to complete under two replicas", timeout_s=_TIMEOUT_S)
-        holder = str((lease(bed.api_client(), f"admit-{namespace}") or {}).get("holderIdentity"))
+        client = bed.api_client()
+        holder = str((lease(client, f"admit-{namespace}") or {}).get("holderIdentity"))
+        client.close()
     finally:
         for r in replicas:
             r.terminate()
