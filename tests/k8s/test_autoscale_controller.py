@@ -255,7 +255,7 @@ def test_targets_and_durations_parse() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--min-replicas", "5", "--max-replicas", "3"], "--min-replicas 5 is above --max-replicas 3"),
     (["--min-replicas", "0"], "never scales to zero"),
-    (["--scaler", "ppo:model.pt"], "not available yet"),
+    (["--scaler", "ppo:model.pt"], "does not exist"),
     (["--scaler", "magic"], "unknown --scaler"),
     (["--target", "web"], "--target must be NAMESPACE/DEPLOYMENT"),
     (["--target", "shop/lambda/web"], "unknown kind"),
@@ -315,3 +315,33 @@ def test_the_manifest_runs_a_command_drlsched_accepts_and_its_rbac_covers_every_
     (lease_role,) = [o for o in objects if o["kind"] == "Role"]
     assert lease_role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
     assert lease_role["rules"][0]["verbs"] == ["get", "create", "update"]
+
+
+def test_a_learned_scaler_sets_the_count_from_its_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--scaler ppo:PATH`: the policy's multiplier on the pods' CPU demand (in replicas of 1 CPU) sets the count;
+    a placement checkpoint given instead is one line, exit 2."""
+    import torch
+
+    from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, save_scaler
+    from drlsched.autoscale.scaler_obs import MULTIPLIERS
+
+    net = ScalerNet(ScalerNetConfig(encoder="none"))
+    with torch.no_grad():  # a policy that always picks m = 2.0
+        net.actor[-1].weight.zero_()
+        net.actor[-1].bias.copy_(torch.tensor([10.0 if m == 2.0 else 0.0 for m in MULTIPLIERS]))
+    path = tmp_path / "policy.pt"
+    save_scaler(path, net, {"kind": "scaler"})
+    fake = FakeCluster(replicas=2)
+    controller = _controller(monkeypatch, fake, learned=str(path))
+    fake.demand_m = 2400.0
+    result = controller.reconcile(True)
+    assert (result.mode, result.desired, result.metrics) == ("replicas", 5, "fresh")  # ⌈2.0 × 2400m / 1000m⌉
+    assert fake.scale_writes() == [5]
+    from drlsched.rl.checkpoint import save_policy
+    from drlsched.rl.network import NetConfig, SchedulerNet
+
+    placement = tmp_path / "placement.pt"
+    save_policy(placement, SchedulerNet(NetConfig()), "ppo", {})
+    base = ["autoscale", "--kubeconfig", "/nonexistent", "--target", "shop/web", "--max-replicas", "10"]
+    assert main([*base, "--scaler", f"ppo:{placement}"]) == 2
+    assert main([*base, "--scaler", f"ppo:{tmp_path / 'missing.pt'}"]) == 2

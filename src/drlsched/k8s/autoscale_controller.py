@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,8 +48,11 @@ from typing import Any
 import kubernetes
 
 from drlsched.autoscale.hpa import Behavior, HorizontalPodAutoscaler, HPAConfig
+from drlsched.autoscale.learned import LearnedScaler, load_scaler
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.autoscale.replicas import RUNNING, Pod, PodMetric
+from drlsched.autoscale.scaler_obs import ScalerObserver
+from drlsched.autoscale.services import ServiceSpec
 from drlsched.k8s import prom
 from drlsched.k8s.autoscale_target import (
     Target,
@@ -85,6 +89,7 @@ class AutoscaleConfig:
     alpha: float = 0.5
     beta: float = 0.01
     gamma: float = 0.3
+    learned: str | None = None  # ppo:PATH's path: the learned scaler of `drlsched train-scaler` decides
 
 
 @dataclass
@@ -117,8 +122,11 @@ class AutoscaleController:
     floor_history: list[tuple[int, float]] = field(default_factory=list)  # (floor recommendation, time)
     unavailable: bool = False  # in a stale/missing-metrics episode (its Event already recorded)
     last: Pass = field(default_factory=Pass)
+    observer: ScalerObserver | None = None
+    learned: LearnedScaler | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.learned = load_scaler(self.config.learned) if self.config.learned else None
         if self.recorder is None:
             self.recorder = EventRecorder(self.api, COMPONENT, stop=self.stop,
                                           post=lambda path, body: request(self.api, "POST", path, body))
@@ -215,6 +223,8 @@ class AutoscaleController:
                                 f"{'minReplicas' if hpa is not None else 'replicas'}")
         # Ready pods serve the load; those without a sample yet are taken to carry the sampled ones' average.
         demand = sum(sampled) * len(ready) / len(sampled)
+        if self.learned is not None:
+            return self._decide_learned(now, replicas, hpa, mode, current, len(ready), demand)
         predictive.observe(now, demand)
         forecast = predictive.replicas_for(predictive.forecast_rate())
         if hpa is not None:
@@ -225,6 +235,23 @@ class AutoscaleController:
         reactive = decision.desired
         return Pass(mode, current, predictive.desired(reactive), forecast, reactive, demand, "fresh",
                     message=decision.error or "")
+
+    def _decide_learned(self, now: float, replicas: int, hpa: dict[str, Any] | None, mode: str, current: int,
+                        ready: int, demand: float) -> Pass:
+        """The learned scaler's count from its history window, as in the simulator's driver: the load is the pods'
+        CPU demand (cost per request 1 millicore), and the window's violation share is 0 (a cluster does not
+        report SLA violations to this controller; docs/kubernetes.md)."""
+        assert self.learned is not None and self.workload is not None
+        if self.observer is None:
+            low, high = self._bounds(hpa)
+            self.observer = ScalerObserver(ServiceSpec(request_m=self.workload.request_m, cpu_per_rps_m=1.0,
+                                                       min_replicas=low, max_replicas=high))
+        window = self.observer.observe(now, demand, ready, replicas, 0.0)
+        desired = self.observer.target(self.learned.act(window))
+        forecast = math.ceil(self.observer.forecast_need) if self.observer.forecast_need else None
+        if hpa is not None:
+            return Pass(mode, current, self._stabilized(now, current, desired), forecast, None, demand, "fresh")
+        return Pass(mode, current, desired, forecast, None, demand, "fresh")
 
     def _stabilized(self, now: float, current: int, recommendation: int) -> int:
         """The highest floor recommended in the last stabilisation window (the first pass counts the floor found)."""

@@ -10,24 +10,28 @@ from drlsched.cli_args import positive_float
 from drlsched.errors import UserError
 from drlsched.k8s.controller import add_controller_arguments, controller_options
 
-SCALERS = ("predictive",)  # learned scalers (ppo:PATH) join here once drlsched.autoscale has one
+SCALERS = ("predictive",)
 
 
-def parse_scaler(text: str) -> str:
-    """`predictive`; `ppo:PATH` only once a learned scaler exists (UserError: one line, exit 2)."""
+def parse_scaler(text: str) -> str | None:
+    """`predictive` (None) or `ppo:PATH` (the path of a `drlsched train-scaler` policy, checked here: a missing,
+    damaged or placement-policy file is a UserError, one line, exit 2)."""
     if text in SCALERS:
-        return text
+        return None
     if text.startswith("ppo:"):
-        raise UserError(f"--scaler {text}: the learned (PPO) scaler is not available yet in this build; "
-                        f"use --scaler predictive")
-    raise UserError(f"unknown --scaler {text!r}; choose predictive (or ppo:PATH once a learned scaler exists)")
+        from drlsched.autoscale.learned import load_scaler
+
+        load_scaler(text[len("ppo:"):])
+        return text[len("ppo:"):]
+    raise UserError(f"unknown --scaler {text!r}; choose predictive or ppo:PATH (a policy of drlsched train-scaler)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("autoscale", help="run the predictive replica controller for one Deployment (scales ahead "
                                          "of forecast load; raises an HPA's minReplicas where one exists)")
     p.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
-    p.add_argument("--scaler", required=True, help="predictive (Holt-Winters), or ppo:PATH once available")
+    p.add_argument("--scaler", required=True,
+                   help="predictive (Holt-Winters) or ppo:PATH (a policy of drlsched train-scaler)")
     p.add_argument("--target", required=True, metavar="NAMESPACE/DEPLOYMENT",
                    help="the workload to scale (NAMESPACE/KIND/NAME for a StatefulSet or ReplicaSet)")
     p.add_argument("--min-replicas", type=int, default=1, help="fewest replicas (default 1; never 0)")
@@ -62,7 +66,7 @@ def _autoscale(args: argparse.Namespace) -> int:
     from drlsched.k8s.controller import Manager
 
     _logging(args.log_level)
-    parse_scaler(args.scaler)
+    learned = parse_scaler(args.scaler)
     target = parse_target(args.target)
     if args.min_replicas < 1:
         raise UserError(f"--min-replicas must be at least 1 (the controller never scales to zero), "
@@ -75,7 +79,7 @@ def _autoscale(args: argparse.Namespace) -> int:
         raise UserError(f"--downscale-stabilization must be >= 0 seconds, not {args.downscale_stabilization}")
     cfg = AutoscaleConfig(args.min_replicas, args.max_replicas, args.target_utilization, args.period,
                           args.stale_after, args.downscale_stabilization, args.step, args.season, args.lead,
-                          args.alpha, args.beta, args.gamma)
+                          args.alpha, args.beta, args.gamma, learned)
     from drlsched.autoscale.predictive import PredictiveConfig
 
     PredictiveConfig(1000, 1.0, cfg.max_replicas, cfg.min_replicas, cfg.target_utilization or 80, cfg.step_s,
