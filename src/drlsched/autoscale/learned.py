@@ -25,7 +25,7 @@ from torch import nn
 from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, OBS_SPEC_VERSION
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as PLACEMENT_FORMAT
-from drlsched.rl.checkpoint import _check_file, _digest
+from drlsched.rl.checkpoint import _check_file, _digest, write_checkpoint
 from drlsched.rl.network import layer_init
 
 FORMAT = "drlsched-scaler"
@@ -83,15 +83,7 @@ class LearnedScaler:
 
 def save_scaler(path: str | Path, net: ScalerNet, meta: dict[str, Any]) -> str:
     """Writes the checkpoint atomically; returns its sha256."""
-    header = _header(net.cfg, meta)
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    digest = _digest(header, state)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    torch.save({**header, "state": state, "sha256": digest}, tmp)
-    tmp.replace(p)
-    return digest
+    return write_checkpoint(path, _header(net.cfg, meta), net)
 
 
 def _header(cfg: ScalerNetConfig, meta: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ DIR/curve.csv, DIR/curve.png and DIR/train.json; use it as `--scaler ppo:DIR/pol
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -85,13 +84,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write_curve(out: Path, rows: list[dict[str, float]]) -> None:
-    keys: list[str] = []
-    for row in rows:
-        keys.extend(k for k in row if k not in keys)
-    with open(out / "curve.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    from drlsched.rl.cli import write_curve_csv
+
+    write_curve_csv(out, rows)
     import matplotlib
 
     matplotlib.use("Agg")

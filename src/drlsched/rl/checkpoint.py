@@ -50,6 +50,12 @@ def save_policy(path: str | Path, net: SchedulerNet, algo: str, meta: dict[str, 
     """Writes the checkpoint atomically (temp file, then rename); returns its sha256."""
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "obs_spec_version": OBS_SPEC_VERSION,
               "algo": algo, "net": net.cfg.to_dict(), "meta": json.loads(json.dumps(meta))}
+    return write_checkpoint(path, header, net)
+
+
+def write_checkpoint(path: str | Path, header: dict[str, Any], net: torch.nn.Module) -> str:
+    """`header` plus the network's weights and their digest, written atomically (temp file, then rename); returns
+    the sha256. Shared by every checkpoint format of drlsched."""
     state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
     digest = _digest(header, state)
     p = Path(path)

@@ -260,8 +260,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_curve(out: Path, rows: list[dict[str, float]]) -> None:
-    """The learning curve as CSV (one row per update) and a PNG of reward and CPU utilisation against steps."""
+def write_curve_csv(out: Path, rows: list[dict[str, float]]) -> None:
+    """DIR/curve.csv: one row per update, the union of the rows' keys as columns (a missing value left empty)."""
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
@@ -269,6 +269,11 @@ def write_curve(out: Path, rows: list[dict[str, float]]) -> None:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+
+
+def write_curve(out: Path, rows: list[dict[str, float]]) -> None:
+    """The learning curve as CSV (one row per update) and a PNG of reward and CPU utilisation against steps."""
+    write_curve_csv(out, rows)
     import matplotlib
 
     matplotlib.use("Agg")
