@@ -33,11 +33,16 @@ BASELINES: dict[str, Callable[[], Policy]] = {
 
 
 def make_policy(name: str) -> Policy:
-    """A fresh policy object for a name such as `k8s-default` or `fgd`, or a trained `ppo:PATH` / `dqn:PATH`."""
+    """A fresh policy object for a name such as `k8s-default` or `fgd`, a trained `ppo:PATH` / `dqn:PATH`, or a
+    learned packer `packer:PATH`."""
     if name.startswith(("ppo:", "dqn:")):
         from drlsched.rl.policy import load_learned  # lazily: baselines never import torch
 
         return load_learned(name)
+    if name.startswith("packer:"):  # the learned GPU packer (issue 26; docs/learning.md)
+        from drlsched.rl.packer_policy import load_packer
+
+        return load_packer(name)
     factory = BASELINES.get(name)
     if factory is None:
         known = ", ".join(BASELINES)

@@ -1,0 +1,94 @@
+"""A learned packer's `policy.pt`: like a placement policy's (`rl.checkpoint`: weights_only load, sha256 over
+the header and tensors, bounded size, shapes checked on a `meta`-device network first), with its own format name
+and the packer feature layout's version, so neither kind of file loads as the other.
+
+Layout: format: "drlsched-packer", format_version: 1, feature_version: `PACKER_FEATURE_VERSION`,
+spec: `PackerSpec` fields, meta: training facts, state: the network's state_dict, sha256.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from drlsched.errors import UserError
+from drlsched.rl.checkpoint import FORMAT as POLICY_FORMAT
+from drlsched.rl.checkpoint import MAX_WIDTH, _check_file, _digest
+from drlsched.rl.packer_net import PackerNet, PackerSpec
+
+FORMAT = "drlsched-packer"
+FORMAT_VERSION = 1
+# The per-node feature layout (packer_features and packer_net's inputs); bump on any change to it.
+PACKER_FEATURE_VERSION = 1
+MAX_SLOTS = 64
+MAX_MODELS = 64
+MAX_CANDIDATES = 100_000
+
+
+def save_packer(path: str | Path, net: PackerNet, meta: dict[str, Any]) -> str:
+    """Writes the checkpoint atomically; returns its sha256."""
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "feature_version": PACKER_FEATURE_VERSION,
+              "spec": net.spec.to_dict(), "meta": json.loads(json.dumps(meta))}
+    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    digest = _digest(header, state)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    torch.save({**header, "state": state, "sha256": digest}, tmp)
+    tmp.replace(p)
+    return digest
+
+
+def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
+    """The network (eval mode) and the header; anything else is a `UserError` with a one-line reason."""
+    p = Path(path)
+    _check_file(p)
+    try:
+        data = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # any unpickling failure means the same thing to a user
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"{p} is not a readable drlsched packer file ({first[:160]})") from None
+    if isinstance(data, dict) and data.get("format") == POLICY_FORMAT:
+        raise UserError(f"{p} is a placement policy ({data.get('algo')}), not a learned packer: use "
+                        f"--policy {data.get('algo')}:{p}")
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UserError(f"{p} is not a drlsched packer file")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{p} has packer format version {data.get('format_version')}; this drlsched reads "
+                        f"version {FORMAT_VERSION}")
+    if data.get("feature_version") != PACKER_FEATURE_VERSION:
+        raise UserError(f"{p} was trained on packer feature version {data.get('feature_version')}, but this "
+                        f"drlsched builds version {PACKER_FEATURE_VERSION}: retrain the packer")
+    state = data.get("state")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UserError(f"{p} has no weights")
+    header = {k: data.get(k) for k in ("format", "format_version", "feature_version", "spec", "meta")}
+    spec = _spec(p, header["spec"])
+    with torch.device("meta"):
+        expected = PackerNet(spec).state_dict()
+    if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
+                                          for k, t in expected.items()):
+        raise UserError(f"{p} does not match this drlsched's packer network (tensor names or shapes differ)")
+    if _digest(header, state) != data.get("sha256"):
+        raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
+    net = PackerNet(spec)
+    net.load_state_dict(state)
+    net.eval()
+    return net, header
+
+
+def _spec(p: Path, raw: object) -> PackerSpec:
+    if not isinstance(raw, dict) or set(raw) != {"slots", "models", "candidates", "hidden"}:
+        raise UserError(f"{p} does not describe a packer this drlsched builds (spec: expected slots, models, "
+                        f"candidates, hidden)")
+    models = raw["models"]
+    if not isinstance(models, list) or len(models) > MAX_MODELS or not all(isinstance(m, str) for m in models):
+        raise UserError(f"{p}: spec.models must be a list of at most {MAX_MODELS} GPU model names")
+    for key, low, high in (("slots", 1, MAX_SLOTS), ("candidates", 0, MAX_CANDIDATES), ("hidden", 1, MAX_WIDTH)):
+        value = raw[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise UserError(f"{p}: spec.{key} must be an integer from {low} to {high}, not {str(value)[:40]}")
+    return PackerSpec(raw["slots"], tuple(models), raw["candidates"], raw["hidden"])
