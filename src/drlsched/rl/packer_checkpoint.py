@@ -16,7 +16,7 @@ import torch
 
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as POLICY_FORMAT
-from drlsched.rl.checkpoint import MAX_WIDTH, _check_file, _digest
+from drlsched.rl.checkpoint import MAX_WIDTH, _check_file, _digest, write_checkpoint
 from drlsched.rl.packer_net import PackerNet, PackerSpec
 
 FORMAT = "drlsched-packer"
@@ -32,14 +32,7 @@ def save_packer(path: str | Path, net: PackerNet, meta: dict[str, Any]) -> str:
     """Writes the checkpoint atomically; returns its sha256."""
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "feature_version": PACKER_FEATURE_VERSION,
               "spec": net.spec.to_dict(), "meta": json.loads(json.dumps(meta))}
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    digest = _digest(header, state)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    torch.save({**header, "state": state, "sha256": digest}, tmp)
-    tmp.replace(p)
-    return digest
+    return write_checkpoint(path, header, net)
 
 
 def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
