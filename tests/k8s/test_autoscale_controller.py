@@ -98,12 +98,26 @@ class FakeCluster:
         return [b["spec"]["replicas"] for m, p, b in self.writes if p.endswith("/scale")]
 
 
+_BUILT: list[AutoscaleController] = []
+
+
+@pytest.fixture(autouse=True)
+def _drain_events(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Post every test's queued Events before its fake goes: the recorder posts from a thread through the module's
+    `request`, which the next test patches to its own fake."""
+    yield
+    while _BUILT:
+        _BUILT.pop().events.drain()
+
+
 def _controller(monkeypatch: pytest.MonkeyPatch, fake: FakeCluster, target: str = f"{NS}/web",
                 **cfg: Any) -> AutoscaleController:
     monkeypatch.setattr(autoscale_controller, "request", fake)
     monkeypatch.setattr(autoscale_target, "request", fake)
     config = AutoscaleConfig(**{"max_replicas": 20, "period_s": 15.0, **cfg})
-    return AutoscaleController(None, parse_target(target), config, clock=fake.clock)  # type: ignore[arg-type]
+    controller = AutoscaleController(None, parse_target(target), config, clock=fake.clock)  # type: ignore[arg-type]
+    _BUILT.append(controller)
+    return controller
 
 
 def _hpa(min_replicas: int = 2, max_replicas: int = 10) -> dict[str, Any]:
