@@ -25,7 +25,7 @@ from torch import nn
 from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, OBS_SPEC_VERSION
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as PLACEMENT_FORMAT
-from drlsched.rl.checkpoint import _check_file, _digest, write_checkpoint
+from drlsched.rl.checkpoint import check_digest, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.network import layer_init
 
 FORMAT = "drlsched-scaler"
@@ -98,14 +98,7 @@ def load_scaler(path: str) -> LearnedScaler:
     """The trained scaler at `path`; anything else is a `UserError` with a one-line reason. Cached per process:
     every run of an evaluation shares the one network."""
     p = Path(path)
-    _check_file(p)
-    try:
-        data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unpickling failure means the same thing to a user
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"{p} is not a readable drlsched scaler file ({first[:160]})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{p} is not a drlsched scaler file")
+    data = read_checkpoint(p, "scaler")
     if data.get("format") == PLACEMENT_FORMAT:
         raise UserError(f"{p} holds a placement policy (drlsched train), not a replica scaler (drlsched train-scaler)")
     if data.get("format") != FORMAT:
@@ -118,9 +111,7 @@ def load_scaler(path: str) -> LearnedScaler:
         raise UserError(f"{p} was trained on another observation or action spec (version "
                         f"{data.get('obs_spec_version')}): retrain it with this drlsched")
     cfg = _config(p, data.get("net"))
-    state = data.get("state")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UserError(f"{p} has no weights")
+    state = weights(p, data)
     with torch.device("meta"):
         expected = ScalerNet(cfg).state_dict()
     if set(state) != set(expected) or any(state[k].shape != v.shape or state[k].dtype != v.dtype
@@ -128,8 +119,7 @@ def load_scaler(path: str) -> LearnedScaler:
         raise UserError(f"{p} does not match this drlsched's scaler network")
     header = {k: data.get(k) for k in ("format", "format_version", "obs_spec_version", "history", "actions", "net",
                                        "meta")}
-    if _digest(header, state) != data.get("sha256"):
-        raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
+    check_digest(p, header, state, data.get("sha256"))
     net = ScalerNet(cfg)
     net.load_state_dict(state)
     net.eval()

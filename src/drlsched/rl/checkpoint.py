@@ -70,13 +70,8 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     """The network (eval mode) and the checkpoint header; a damaged, tampered or incompatible file is a
     `UserError` with a one-line reason."""
     p = Path(path)
-    _check_file(p)
-    try:
-        data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unpickling failure means the same thing to a user
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"{p} is not a readable drlsched policy file ({first[:160]})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    data = read_checkpoint(p, "policy")
+    if data.get("format") != FORMAT:
         raise UserError(f"{p} is not a drlsched policy file")
     if data.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{p} has policy format version {data.get('format_version')}; this drlsched reads "
@@ -84,20 +79,45 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     if data.get("obs_spec_version") != OBS_SPEC_VERSION:
         raise UserError(f"{p} was trained on observation spec version {data.get('obs_spec_version')}, but this "
                         f"drlsched builds version {OBS_SPEC_VERSION}: retrain the policy")
-    state = data.get("state")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UserError(f"{p} has no weights")
+    state = weights(p, data)
     header = {k: data.get(k) for k in ("format", "format_version", "obs_spec_version", "algo", "net", "meta")}
     cfg = _net_config(p, header["net"])
     _check_shapes(p, cfg, state)
-    if _digest(header, state) != data.get("sha256"):
-        raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
+    check_digest(p, header, state, data.get("sha256"))
     if algo is not None and header["algo"] != algo:
         raise UserError(f"{p} holds a {header['algo']} policy, not {algo}")
     net = SchedulerNet(cfg)
     net.load_state_dict(state)
     net.eval()
     return net, header
+
+
+def read_checkpoint(p: Path, kind: str) -> dict[str, Any]:
+    """The dict a drlsched checkpoint file holds (after `_check_file`; loaded with `weights_only`, so nothing in it
+    runs); a damaged file or one that holds no dict is a `UserError` naming `kind` (policy, packer, scaler)."""
+    _check_file(p)
+    try:
+        data = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # any unpickling failure means the same thing to a user
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"{p} is not a readable drlsched {kind} file ({first[:160]})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{p} is not a drlsched {kind} file")
+    return data
+
+
+def weights(p: Path, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The checkpoint's state dict, which must map names to tensors."""
+    state = data.get("state")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UserError(f"{p} has no weights")
+    return state
+
+
+def check_digest(p: Path, header: dict[str, Any], state: dict[str, torch.Tensor], sha256: object) -> None:
+    """Refuses a file whose header or weights changed after it was written."""
+    if _digest(header, state) != sha256:
+        raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
 
 
 def _check_file(p: Path) -> None:

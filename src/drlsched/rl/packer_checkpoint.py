@@ -16,7 +16,7 @@ import torch
 
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as POLICY_FORMAT
-from drlsched.rl.checkpoint import MAX_WIDTH, _check_file, _digest, write_checkpoint
+from drlsched.rl.checkpoint import MAX_WIDTH, check_digest, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.packer_net import PackerNet, PackerSpec
 
 FORMAT = "drlsched-packer"
@@ -38,16 +38,11 @@ def save_packer(path: str | Path, net: PackerNet, meta: dict[str, Any]) -> str:
 def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
     """The network (eval mode) and the header; anything else is a `UserError` with a one-line reason."""
     p = Path(path)
-    _check_file(p)
-    try:
-        data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unpickling failure means the same thing to a user
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"{p} is not a readable drlsched packer file ({first[:160]})") from None
-    if isinstance(data, dict) and data.get("format") == POLICY_FORMAT:
+    data = read_checkpoint(p, "packer")
+    if data.get("format") == POLICY_FORMAT:
         raise UserError(f"{p} is a placement policy ({data.get('algo')}), not a learned packer: use "
                         f"--policy {data.get('algo')}:{p}")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if data.get("format") != FORMAT:
         raise UserError(f"{p} is not a drlsched packer file")
     if data.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{p} has packer format version {data.get('format_version')}; this drlsched reads "
@@ -55,9 +50,7 @@ def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
     if data.get("feature_version") != PACKER_FEATURE_VERSION:
         raise UserError(f"{p} was trained on packer feature version {data.get('feature_version')}, but this "
                         f"drlsched builds version {PACKER_FEATURE_VERSION}: retrain the packer")
-    state = data.get("state")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UserError(f"{p} has no weights")
+    state = weights(p, data)
     header = {k: data.get(k) for k in ("format", "format_version", "feature_version", "spec", "meta")}
     spec = _spec(p, header["spec"])
     with torch.device("meta"):
@@ -65,8 +58,7 @@ def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
     if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
                                           for k, t in expected.items()):
         raise UserError(f"{p} does not match this drlsched's packer network (tensor names or shapes differ)")
-    if _digest(header, state) != data.get("sha256"):
-        raise UserError(f"{p} failed its sha256 check: the file was modified after training; refusing to load it")
+    check_digest(p, header, state, data.get("sha256"))
     net = PackerNet(spec)
     net.load_state_dict(state)
     net.eval()
