@@ -39,6 +39,19 @@ def mean_ci(values: list[float | None]) -> dict[str, float | None]:
     return {"mean": mean, "ci95": half, "n": int(arr.size)}
 
 
+def ci_cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
+    """A `mean_ci` result as a report cell, `mean ± ci`, or "n/a" where it has no value."""
+    mean, ci = stat["mean"], stat["ci95"]
+    return "n/a" if mean is None or ci is None else f"{mean:{mean_fmt}} ± {ci:{ci_fmt}}"
+
+
+def ratio_or_none(value: object, base: object) -> float | None:
+    """A paired ratio; missing (None) where either run has no value or the baseline's is 0."""
+    if value is None or base is None or not float(base):  # type: ignore[arg-type]
+        return None
+    return float(value) / float(base)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One (policy, seed) run; `workload` is a picklable factory so runs can go to worker processes."""

@@ -20,7 +20,7 @@ from drlsched.autoscale.cli_simulate import check_scaled_arguments, scaled_input
 from drlsched.autoscale.driver import LEARNED_PREFIX, SCALERS, Driver
 from drlsched.cli_args import make_output_dir
 from drlsched.errors import UserError
-from drlsched.evaluate import mean_ci, to_jsonable
+from drlsched.evaluate import ci_cell, mean_ci, ratio_or_none, to_jsonable
 from drlsched.metrics import null_warning
 
 SCALER_KEYS = ("sla_violation_rate", "violation_minutes", "slowdown_p99_burst", "replica_hours", "node_hours",
@@ -86,7 +86,7 @@ def evaluate(args: argparse.Namespace) -> int:
     summary = {lab: {k: mean_ci([_num(by[(lab, s)]["metrics"].get(k)) for s in seeds]) for k in SCALER_KEYS}
                for lab in labels}
     base = labels[0]
-    ratios = {lab: {k: mean_ci([_ratio(by[(lab, s)]["metrics"].get(k), by[(base, s)]["metrics"].get(k))
+    ratios = {lab: {k: mean_ci([ratio_or_none(by[(lab, s)]["metrics"].get(k), by[(base, s)]["metrics"].get(k))
                                 for s in seeds]) for k in RATIO_KEYS}
               for lab in labels[1:]}
     meta = {"workload": args.scenario or args.load_trace, "seeds": seeds, "scalers": labels,
@@ -105,7 +105,7 @@ def evaluate(args: argparse.Namespace) -> int:
              "means ± 95% CI half-widths.", "", table, "", f"Paired ratio to `{base}` (mean ± 95% CI):", "",
              "| Scaler | replica-hours | violation minutes | SLA violation |", "|---|---|---|---|"]
     for lab, r in ratios.items():
-        lines.append(f"| {lab} | " + " | ".join(_cell(r[k], ".3f", ".3f") for k in RATIO_KEYS) + " |")
+        lines.append(f"| {lab} | " + " | ".join(ci_cell(r[k], ".3f", ".3f") for k in RATIO_KEYS) + " |")
     lines += ["", "Metric definitions: docs/autoscaling.md \"Metrics\".", "",
               f"![replicas](replicas.png)  (seed {seeds[0]})", "", "![cost_violation](cost_violation.png)"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -146,12 +146,6 @@ def _num(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
-def _ratio(value: object, base: object) -> float | None:
-    """A paired ratio; missing where either run has no value or the baseline's is 0."""
-    if value is None or base is None or not float(base):  # type: ignore[arg-type]
-        return None
-    return float(value) / float(base)  # type: ignore[arg-type]
-
 
 _COLUMNS = (("sla_violation_rate", "SLA violation"), ("violation_minutes", "violation min"),
             ("slowdown_p99_burst", "P99 slowdown (burst)"), ("replica_hours", "replica-hours"),
@@ -159,15 +153,11 @@ _COLUMNS = (("sla_violation_rate", "SLA violation"), ("violation_minutes", "viol
             ("scale_actions", "scale actions"), ("time_to_scale_p50_s", "time to scale P50 (s)"))
 
 
-def _cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
-    mean, ci = stat["mean"], stat["ci95"]
-    return "n/a" if mean is None or ci is None else f"{mean:{mean_fmt}} ± {ci:{ci_fmt}}"
-
 
 def _table(summary: dict[str, dict[str, dict[str, float | None]]], labels: list[str]) -> str:
     rows = ["| Scaler | " + " | ".join(t for _, t in _COLUMNS) + " |", "|---|" + "---|" * len(_COLUMNS)]
     for lab in labels:
-        rows.append(f"| {lab} | " + " | ".join(_cell(summary[lab][k], ".4g", ".2g") for k, _ in _COLUMNS) + " |")
+        rows.append(f"| {lab} | " + " | ".join(ci_cell(summary[lab][k], ".4g", ".2g") for k, _ in _COLUMNS) + " |")
     return "\n".join(rows)
 
 

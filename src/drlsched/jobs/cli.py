@@ -109,12 +109,6 @@ def simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ratio(value: object, base: object) -> float | None:
-    """A paired ratio; missing (None) where either run has no value or the baseline's is 0."""
-    if value is None or base is None or not float(base):  # type: ignore[arg-type]
-        return None
-    return float(value) / float(base)  # type: ignore[arg-type]
-
 
 def metric_keys(source: JobSource) -> tuple[str, ...]:
     """The keys a run on `source` reports: the job metrics, and the network's where executors are on nodes."""
@@ -130,7 +124,7 @@ def _one(task: tuple[JobSource, str, int, str, str]) -> tuple[dict[str, object],
 
 def evaluate(args: argparse.Namespace) -> int:
     from drlsched.cli_common import parse_policies
-    from drlsched.evaluate import mean_ci
+    from drlsched.evaluate import ci_cell, mean_ci, ratio_or_none
 
     source = job_source(args)
     args.policies = args.policies or "k8s-default"  # without nodes (tpch) executor pods are slots: it moves nothing
@@ -161,7 +155,7 @@ def evaluate(args: argparse.Namespace) -> int:
     summary = {n: {k: mean_ci([by[(n, s)][0][k] for s in seeds]) for k in keys} for n in labels}
     base = next((label for n, _, label in pairs if n == BASELINE), labels[0])
     ratio_keys = RATIO_KEYS + (("cluster_util", "cross_node_traffic_gb") if source.placed else ())
-    ratios = {n: {k: mean_ci([_ratio(by[(n, s)][0][k], by[(base, s)][0][k]) for s in seeds]) for k in ratio_keys}
+    ratios = {n: {k: mean_ci([ratio_or_none(by[(n, s)][0][k], by[(base, s)][0][k]) for s in seeds]) for k in ratio_keys}
               for n in labels if n != base}
     meta = {"workload": source.name, "seeds": seeds, "job_policies": names, "placement_policies": args.policies,
             "entries": labels,
@@ -183,7 +177,7 @@ def evaluate(args: argparse.Namespace) -> int:
              "", f"Paired ratio to `{base}` (mean ± 95% CI):", "", "| Entry | " + " | ".join(heads) + " |",
              "|---|" + "---|" * len(heads)]
     for n, r in ratios.items():
-        lines.append(f"| {n} | " + " | ".join(_cell(r[k], ".3f", ".3f") for k in ratio_keys) + " |")
+        lines.append(f"| {n} | " + " | ".join(ci_cell(r[k], ".3f", ".3f") for k in ratio_keys) + " |")
     lines += ["", "Metric definitions: docs/simulator.md \"Jobs, stages and executors\".", "",
               "![jct_cdf](jct_cdf.png)", "", "![job_metrics](job_metrics.png)"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -204,15 +198,12 @@ _RATIO_TITLES = {"jct_mean_s": "mean JCT", "jct_p50_s": "P50 JCT", "jct_p99_s": 
                  "cluster_util": "cluster util", "cross_node_traffic_gb": "cross-node traffic"}
 
 
-def _cell(stat: dict[str, float | None], mean_fmt: str, ci_fmt: str) -> str:
-    mean, ci = stat["mean"], stat["ci95"]
-    return "n/a" if mean is None or ci is None else f"{mean:{mean_fmt}} ± {ci:{ci_fmt}}"
-
-
 def _table(summary: dict[str, dict[str, dict[str, float | None]]], names: list[str],
            columns: tuple[tuple[str, str], ...]) -> str:
+    from drlsched.evaluate import ci_cell
+
     rows = ["| Entry | " + " | ".join(t for _, t in columns) + " |", "|---|" + "---|" * len(columns)]
     for n in names:
-        cells = [_cell(summary[n][k], ".4g", ".2g") for k, _ in columns]
+        cells = [ci_cell(summary[n][k], ".4g", ".2g") for k, _ in columns]
         rows.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
