@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from drlsched.cluster import Cluster
+from drlsched.fragmentation import ShapeCounter
 from drlsched.k8s.metrics_pipeline import MetricsStore
 from drlsched.k8s.state import ClusterState
 from drlsched.policies import PodContext, Policy, ScoringPolicy
@@ -21,6 +23,7 @@ from drlsched.sched.cycle import decide, fits_somewhere, pod_context
 from drlsched.workload import PodSpec
 
 MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+SEEN_PODS = 65_536  # pods remembered so a retried one is counted once in the typical shapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,10 @@ class Placer:
         self._cluster: Cluster | None = None
         self._applied_at = -math.inf
         self.last_value: float | None = None  # the policy's value estimate for its last choice, if it has one
+        # The typical pod shapes (FGD's and the learned packer's target workload), counted per pod the first
+        # time it is asked about, as the simulator counts each pod when it arrives.
+        self.shapes = ShapeCounter()
+        self._seen: OrderedDict[str, None] = OrderedDict()
 
     def _context(self, state: ClusterState, pod: PodSpec, names: list[str] | None) -> PodContext:
         """Holds both locks when called. `names` restricts the candidates (None: every node)."""
@@ -54,9 +61,19 @@ class Placer:
         if self.metrics is not None and time.monotonic() - self._applied_at >= self.refresh_s:
             self.metrics.apply(cluster)
             self._applied_at = time.monotonic()
+        self._count_shape(cluster, pod)
         return pod_context(pod, cluster, time.time(), job_nodes=state.job_nodes(pod.job_id),
-                           mask=None if names is None else state.mask(names), policy=self.policy,
-                           data_nodes=lambda: state.data_nodes(pod.job_id, pod.parents))
+                           typical=self.shapes.current, mask=None if names is None else state.mask(names),
+                           policy=self.policy, data_nodes=lambda: state.data_nodes(pod.job_id, pod.parents))
+
+    def _count_shape(self, cluster: Cluster, pod: PodSpec) -> None:
+        if pod.uid in self._seen:
+            return
+        self._seen[pod.uid] = None
+        if len(self._seen) > SEEN_PODS:
+            self._seen.popitem(last=False)
+        r = cluster.request(pod)
+        self.shapes.add(r.cpu, r.gpus, r.gpu_milli, r.model_mask)
 
     def filter(self, state: ClusterState, pod: PodSpec, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """The named nodes where the pod fits by the policy's model, and a reason for each of the others."""

@@ -28,6 +28,7 @@ from drlsched.rl.features import OBS_SPEC_VERSION
 from drlsched.rl.network import ENCODERS, NetConfig, SchedulerNet
 
 FORMAT = "drlsched-policy"
+PACKER_FORMAT = "drlsched-packer"  # rl.packer_checkpoint's files, refused here by name
 FORMAT_VERSION = 1
 MAX_FILE_BYTES = 256 << 20  # a trained policy is well under 1 MiB; this only bounds what a load may cost
 MAX_WIDTH = 4096  # largest lstm / state / hidden size accepted (the defaults are 64, 32, 64)
@@ -71,6 +72,8 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     `UserError` with a one-line reason."""
     p = Path(path)
     data = read_checkpoint(p, "policy")
+    if data.get("format") == PACKER_FORMAT:
+        raise UserError(f"{p} is a learned packer, not a placement policy: use --policy packer:{p}")
     if data.get("format") != FORMAT:
         raise UserError(f"{p} is not a drlsched policy file")
     if data.get("format_version") != FORMAT_VERSION:

@@ -16,10 +16,10 @@ import torch
 
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as POLICY_FORMAT
-from drlsched.rl.checkpoint import MAX_WIDTH, check_digest, read_checkpoint, weights, write_checkpoint
+from drlsched.rl.checkpoint import MAX_WIDTH, PACKER_FORMAT, check_digest, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.packer_net import PackerNet, PackerSpec
 
-FORMAT = "drlsched-packer"
+FORMAT = PACKER_FORMAT
 FORMAT_VERSION = 1
 # The per-node feature layout (packer_features and packer_net's inputs); bump on any change to it.
 PACKER_FEATURE_VERSION = 1
