@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -106,9 +107,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     name, nodes, pods = population(args.trace, args.seed)
+    print(f"packer_latency: {name}, {len(nodes)} nodes", file=sys.stderr)
     if args.policy:
         inner = make_policy(args.policy)
-        assert isinstance(inner, PackerPolicy), f"{args.policy} is not a learned packer"
+        if not isinstance(inner, PackerPolicy):
+            raise SystemExit(f"packer_latency: {args.policy} is not a learned packer (give packer:PATH)")
     else:
         c = Cluster(nodes)
         inner = PackerPolicy(PackerNet(PackerSpec(slots=int(c.gpu_exists.shape[1]), models=tuple(c.gpu_models))))
