@@ -29,6 +29,7 @@ from drlsched.rl.network import ENCODERS, NetConfig, SchedulerNet
 
 FORMAT = "drlsched-policy"
 FORMAT_VERSION = 1
+JOB_POLICY_FORMAT = "drlsched-job-policy"  # rl.job_policy's, named here so neither kind loads as the other
 MAX_FILE_BYTES = 256 << 20  # a trained policy is well under 1 MiB; this only bounds what a load may cost
 MAX_WIDTH = 4096  # largest lstm / state / hidden size accepted (the defaults are 64, 32, 64)
 MAX_HISTORY = 1024
@@ -71,6 +72,8 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     `UserError` with a one-line reason."""
     p = Path(path)
     data = read_checkpoint(p, "policy")
+    if data.get("format") == JOB_POLICY_FORMAT:
+        raise UserError(f"{p} is a learned job policy, not a placement policy: use it as --job-policy ppo:{p}")
     if data.get("format") != FORMAT:
         raise UserError(f"{p} is not a drlsched policy file")
     if data.get("format_version") != FORMAT_VERSION:

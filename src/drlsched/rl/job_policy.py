@@ -26,11 +26,11 @@ import torch
 from drlsched.errors import UserError
 from drlsched.jobs.model import Job
 from drlsched.jobs.policies import Decision, JobPolicy
+from drlsched.rl.checkpoint import JOB_POLICY_FORMAT as FORMAT
 from drlsched.rl.checkpoint import MAX_WIDTH, check_digest, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.job_features import JOB_FEATURE_VERSION, JobObs, feature_spec, observe
 from drlsched.rl.job_net import JobNet, JobNetSpec, collate
 
-FORMAT = "drlsched-job-policy"
 FORMAT_VERSION = 1
 MAX_ROUNDS = 64
 _OTHER_KINDS = {"drlsched-policy": "a placement policy: use it as --policy ppo:PATH",
@@ -67,13 +67,14 @@ class LearnedJobPolicy:
         self.clock: Callable[[], float] = lambda: 0.0
 
     def decide(self, jobs: Sequence[Job], executors: int, critical_path: Callable[[Job], float]) -> Decision:
-        if not jobs:
-            return []
-        obs = observe(jobs, executors, critical_path)
+        obs = observe(jobs, executors, critical_path)  # also when empty: the recorded jobs-in-system drops to 0
         if self.expert is not None:
             out = self.expert.decide(jobs, executors, critical_path)
             ranks, levels = expert_action(obs, jobs, out)
             logp = 0.0
+        elif not obs.eligible.any():  # nothing can take capacity: every job keeps its limit
+            ranks, levels, logp = np.full(obs.jobs, -1, dtype=np.int64), np.zeros(obs.jobs, dtype=np.int64), 0.0
+            out = to_decision(obs, jobs, ranks, levels)
         else:
             ranks, levels, logp = self.act(obs)
             out = to_decision(obs, jobs, ranks, levels)

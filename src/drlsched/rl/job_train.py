@@ -155,10 +155,11 @@ def _agreement(net: JobNet, steps: list[Step]) -> dict[str, float]:
 
 
 def validate(net: JobNet, source: JobSource, s: JobTrainSettings) -> float:
-    """Greedy mean JCT over the validation seeds."""
+    """Greedy mean JCT over the validation seeds (inf where no job finishes)."""
     policy = LearnedJobPolicy(net)
-    return float(np.mean([run_episode(source, policy, VALIDATION_SEED + i).jct_mean_s
-                          for i in range(s.validation_seeds)]))
+    jct = float(np.mean([run_episode(source, policy, VALIDATION_SEED + i).jct_mean_s
+                         for i in range(s.validation_seeds)]))
+    return jct if math.isfinite(jct) else math.inf
 
 
 def time_baseline(episodes: list[Episode], returns: list[np.ndarray]) -> list[np.ndarray]:
@@ -209,9 +210,11 @@ def train(net: JobNet, source: JobSource, s: JobTrainSettings, reward: RewardWei
         base = time_baseline(episodes, returns)
         adv = np.concatenate([g - b for g, b in zip(returns, base, strict=True)])
         steps = [st for ep in episodes for st in ep.steps]
-        keep = np.array([st.obs.eligible.any() for st in steps])
+        keep = np.array([st.obs.eligible.any() for st in steps], dtype=bool)
         steps = [st for st, k in zip(steps, keep, strict=True) if k]
         adv = adv[keep]
+        if not steps:  # nothing to choose in any rollout (a tiny workload)
+            continue
         if adv.size > 1 and adv.std() > 0:
             adv = (adv - adv.mean()) / adv.std()
         adv_t = torch.from_numpy(adv).float()
