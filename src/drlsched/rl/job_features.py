@@ -65,13 +65,17 @@ class JobObs:
 
 @dataclass(frozen=True)
 class _Template:
-    """A job template's static arrays: parents' edges and topological order."""
+    """A job template's static arrays: per stage tasks, cpu, io and height (longest path to a sink, in edges);
+    child→parent edges; Σ tasks·cpu and Σ tasks·io."""
 
     tasks: np.ndarray
     cpu: np.ndarray
     io: np.ndarray
-    children: tuple[tuple[int, ...], ...]
-    reverse_topo: tuple[int, ...]
+    height: np.ndarray
+    child: np.ndarray
+    parent: np.ndarray
+    cpu_work: float
+    io_work: float
 
 
 _TEMPLATES: dict[int, tuple[JobSpec, _Template]] = {}
@@ -83,32 +87,29 @@ def _template(spec: JobSpec) -> _Template:
         return hit[1]
     n = len(spec.stages)
     children: list[list[int]] = [[] for _ in range(n)]
-    waiting = [len(s.parents) for s in spec.stages]
     for i, s in enumerate(spec.stages):
         for p in s.parents:
             children[p].append(i)
-    order = [i for i in range(n) if waiting[i] == 0]
-    for i in order:  # grows while iterating (Kahn)
-        for c in children[i]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                order.append(c)
-    t = _Template(np.array([s.tasks for s in spec.stages], dtype=np.float64),
-                  np.array([s.cpu_s for s in spec.stages], dtype=np.float64),
-                  np.array([s.io_s for s in spec.stages], dtype=np.float64),
-                  tuple(tuple(c) for c in children), tuple(order[::-1]))
+    height = [-1] * n
+
+    def h(i: int) -> int:  # DAGs of a few dozen stages: recursion depth stays small
+        if height[i] < 0:
+            height[i] = 1 + max((h(c) for c in children[i]), default=-1)
+        return height[i]
+
+    for i in range(n):
+        h(i)
+    pairs = [(c, p) for p in range(n) for c in children[p]]
+    tasks = np.array([s.tasks for s in spec.stages], dtype=np.float64)
+    cpu = np.array([s.cpu_s for s in spec.stages], dtype=np.float64)
+    io = np.array([s.io_s for s in spec.stages], dtype=np.float64)
+    t = _Template(tasks, cpu, io, np.array(height, dtype=np.int64),
+                  np.array([c for c, _ in pairs], dtype=np.int64), np.array([p for _, p in pairs], dtype=np.int64),
+                  float((tasks * cpu).sum()), float((tasks * io).sum()))
     if len(_TEMPLATES) > 4096:
         _TEMPLATES.clear()
     _TEMPLATES[id(spec)] = (spec, t)
     return t
-
-
-def _task_seconds(job: Job, t: _Template) -> np.ndarray:
-    """Each stage's task time at the job's reference load: cpu + io · c, with c (concurrency over bandwidth) read
-    back from the job's size (work_s = Σ tasks · (cpu + io · c)), which the engine measured at a busy cluster."""
-    io_total = float((t.tasks * t.io).sum())
-    c = max(0.0, (job.work_s - float((t.tasks * t.cpu).sum())) / io_total) if io_total > 0 else 0.0
-    return t.cpu + t.io * c
 
 
 def _log_s(x: np.ndarray | float, scale: float) -> np.ndarray:
@@ -116,32 +117,36 @@ def _log_s(x: np.ndarray | float, scale: float) -> np.ndarray:
 
 
 def observe(jobs: Sequence[Job], executors: int, critical_path: Callable[[Job], float]) -> JobObs:
-    """The decision's graph over `jobs` (the engine's live jobs, in arrival order)."""
+    """The decision's graph over `jobs` (the engine's live jobs, in arrival order); vectorised over all their
+    stages at once (a decision with 100 jobs has ~700 stage rows)."""
     e = float(max(executors, 1))
-    rows: list[np.ndarray] = []
-    owners: list[np.ndarray] = []
-    edge_lists: list[np.ndarray] = []
-    base = 0
     n_jobs = len(jobs)
-    job_x = np.zeros((n_jobs, JOB_WIDTH), dtype=np.float32)
-    eligible = np.zeros(n_jobs, dtype=bool)
+    executors_of = np.array([j.executors for j in jobs], dtype=np.float64)
+    limit = np.minimum(np.array([j.limit for j in jobs], dtype=np.float64), e) / e
+    staged = [k for k, j in enumerate(jobs) if j.stages]
+    x_s, owner_s, edges, paths = _stage_rows([jobs[k] for k in staged], np.array(staged, dtype=np.int64), e,
+                                             executors_of, limit)
+    virtual = [k for k, j in enumerate(jobs) if not j.stages]
+    x_v = np.array([_virtual_stage(jobs[k], e, limit[k], critical_path) for k in virtual],
+                   dtype=np.float32).reshape(len(virtual), STAGE_WIDTH)
+    pending = np.array([j.pending for j in jobs], dtype=np.float64)
+    starting = np.array([j.starting if j.stages else 0 for j in jobs], dtype=np.float64)
+    eligible = pending - starting > 0
     remaining = np.array([max(j.remaining_work_s, 0.0) for j in jobs], dtype=np.float64)
     arrivals = np.array([j.arrival_s for j in jobs], dtype=np.float64)
-    for k, job in enumerate(jobs):
-        limit = min(job.limit, e) / e
-        x = _stage_rows(job, e, limit, critical_path) if job.stages else _virtual_stage(job, e, limit, critical_path)
-        feats, edges = x
-        rows.append(feats)
-        owners.append(np.full(feats.shape[0], k, dtype=np.int64))
-        if edges.size:
-            edge_lists.append(edges + base)
-        base += feats.shape[0]
-        eligible[k] = job.pending - job.starting > 0 if job.stages else job.pending > 0
-        job_x[k, :4] = (job.executors / e, job.pending / e, job.running / e, _log_s(remaining[k] / e, 10.0))
-        job_x[k, 5] = _log_s(critical_path(job), 60.0)
+    job_x = np.zeros((n_jobs, JOB_WIDTH), dtype=np.float32)
     if n_jobs:
+        job_x[:, 0] = executors_of / e
+        job_x[:, 1] = pending / e
+        job_x[:, 2] = np.array([j.running for j in jobs], dtype=np.float64) / e
+        job_x[:, 3] = _log_s(remaining / e, 10.0)
         total = remaining.sum()
         job_x[:, 4] = remaining / total if total > 0 else 1.0 / n_jobs
+        # The engine's critical path (its definition, computed here with the stages' for all jobs at once).
+        path = np.zeros(n_jobs)
+        path[staged] = paths
+        path[virtual] = [critical_path(jobs[k]) for k in virtual]
+        job_x[:, 5] = _log_s(path, 60.0)
         job_x[:, 6] = _log_s(arrivals.max() - arrivals, 60.0)
         job_x[:, 7] = np.argsort(np.argsort(arrivals, kind="stable"), kind="stable") / max(n_jobs - 1, 1)
         job_x[:, 8] = eligible
@@ -151,31 +156,52 @@ def observe(jobs: Sequence[Job], executors: int, critical_path: Callable[[Job], 
         job_x[:, 11] = np.log(floor / floor.min()) / 5.0
         job_x[:, 12] = (1.0 / floor) / (1.0 / floor).sum()
     limits, mask = limit_levels(executors)
-    return JobObs(np.concatenate(rows) if rows else np.zeros((0, STAGE_WIDTH), np.float32),
-                  np.concatenate(owners) if owners else np.zeros(0, np.int64),
-                  np.concatenate(edge_lists, axis=1) if edge_lists else np.zeros((2, 0), np.int64),
+    return JobObs(np.concatenate([x_s, x_v]), np.concatenate([owner_s, np.array(virtual, dtype=np.int64)]), edges,
                   job_x, eligible, limits, mask)
 
 
-def _stage_rows(job: Job, e: float, limit: float, critical_path: Callable[[Job], float]
-                ) -> tuple[np.ndarray, np.ndarray]:
-    t = _template(job.spec)
-    task_s = _task_seconds(job, t)
-    n = len(job.stages)
-    done = np.array([st.done for st in job.stages], dtype=np.float64)
-    launched = np.array([st.launched for st in job.stages], dtype=np.float64)
-    running = np.array([st.running for st in job.stages], dtype=np.float64)
-    waiting = np.array([st.waiting_on for st in job.stages])
-    left = t.tasks - done
-    unlaunched = t.tasks - launched
+def _stage_rows(jobs: list[Job], rows: np.ndarray, e: float, executors_of: np.ndarray, limit: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """float32[S, STAGE_WIDTH] for the unfinished stages of `jobs` (their rows in the decision: `rows`), the job row
+    of each, the child→parent edges between them, and each job's remaining critical path float64[len(jobs)]."""
+    if not jobs:
+        return (np.zeros((0, STAGE_WIDTH), np.float32), np.zeros(0, np.int64), np.zeros((2, 0), np.int64),
+                np.zeros(0))
+    ts = [_template(j.spec) for j in jobs]
+    sizes = np.array([t.tasks.size for t in ts])
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    job_of = np.repeat(np.arange(len(jobs)), sizes)
+    tasks = np.concatenate([t.tasks for t in ts])
+    io = np.concatenate([t.io for t in ts])
+    height = np.concatenate([t.height for t in ts])
+    done = np.array([st.done for j in jobs for st in j.stages], dtype=np.float64)
+    launched = np.array([st.launched for j in jobs for st in j.stages], dtype=np.float64)
+    running = np.array([st.running for j in jobs for st in j.stages], dtype=np.float64)
+    waiting = np.array([st.waiting_on for j in jobs for st in j.stages])
+    # Each stage's task time at the job's reference load: cpu + io · c, with c (concurrency over bandwidth) read back
+    # from the job's size (work_s = Σ tasks · (cpu + io · c)), which the engine measured at a busy cluster.
+    io_work = np.array([t.io_work for t in ts])
+    cpu_work = np.array([t.cpu_work for t in ts])
+    work = np.array([j.work_s for j in jobs], dtype=np.float64)
+    c = np.where(io_work > 0, np.maximum(0.0, (work - cpu_work) / np.where(io_work > 0, io_work, 1.0)), 0.0)
+    task_s = np.concatenate([t.cpu for t in ts]) + io * c[job_of]
+    left = tasks - done
+    unlaunched = tasks - launched
     own = np.where(left > 0, task_s * np.maximum(1.0, np.ceil(unlaunched / e)), 0.0)
-    cp = np.zeros(n)
-    for i in t.reverse_topo:  # the longest chain below each stage, in waves of the whole cluster
-        cp[i] = own[i] + max((cp[c] for c in t.children[i]), default=0.0)
-    keep = np.flatnonzero(left > 0)
-    row_of = np.full(n, -1, dtype=np.int64)
-    row_of[keep] = np.arange(keep.size)
-    x = np.empty((keep.size, STAGE_WIDTH), dtype=np.float32)
+    child = np.concatenate([t.child + b for t, b in zip(ts, base, strict=True)])
+    parent = np.concatenate([t.parent + b for t, b in zip(ts, base, strict=True)])
+    # The longest chain below each stage, in waves of the whole cluster: heights upward, children first.
+    cp = own.copy()
+    below = np.zeros_like(own)
+    edge_height = height[parent]
+    for h in range(1, int(height.max()) + 1):
+        sel = edge_height == h
+        np.maximum.at(below, parent[sel], cp[child[sel]])
+        at = height == h
+        cp[at] = own[at] + below[at]
+    keep = left > 0
+    row_of = np.cumsum(keep) - 1
+    x = np.empty((int(keep.sum()), STAGE_WIDTH), dtype=np.float32)
     x[:, 0] = left[keep] / e
     x[:, 1] = unlaunched[keep] / e
     x[:, 2] = running[keep] / e
@@ -183,19 +209,20 @@ def _stage_rows(job: Job, e: float, limit: float, critical_path: Callable[[Job],
     x[:, 4] = _log_s(left[keep] * task_s[keep] / e, 10.0)
     x[:, 5] = (waiting[keep] == 0) & (unlaunched[keep] > 0)
     x[:, 6] = _log_s(cp[keep], 60.0)
-    x[:, 7] = job.executors / e
-    x[:, 8] = limit
-    pairs = [(row_of[c], row_of[p]) for p in keep for c in t.children[p] if row_of[c] >= 0]
-    edges = np.array(pairs, dtype=np.int64).T if pairs else np.zeros((2, 0), np.int64)
-    return x, edges
+    owner = rows[job_of[keep]]
+    x[:, 7] = executors_of[owner] / e
+    x[:, 8] = limit[owner]
+    live = keep[child] & keep[parent]
+    edges = np.stack([row_of[child[live]], row_of[parent[live]]]).astype(np.int64)
+    paths = np.zeros(len(jobs))
+    np.maximum.at(paths, job_of, cp)
+    return x, owner, edges, paths
 
 
-def _virtual_stage(job: Job, e: float, limit: float, critical_path: Callable[[Job], float]
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _virtual_stage(job: Job, e: float, limit: float, critical_path: Callable[[Job], float]) -> list[float]:
     """A job known only by its counts and remaining work (the admission controller's)."""
     tasks = job.pending + job.running
     task_s = job.remaining_work_s / tasks if tasks else 0.0
-    x = np.array([[tasks / e, job.pending / e, job.running / e, _log_s(task_s, 10.0),
-                   _log_s(job.remaining_work_s / e, 10.0), float(job.pending > 0), _log_s(critical_path(job), 60.0),
-                   job.executors / e, limit]], dtype=np.float32)
-    return x, np.zeros((2, 0), np.int64)
+    return [tasks / e, job.pending / e, job.running / e, float(_log_s(task_s, 10.0)),
+            float(_log_s(job.remaining_work_s / e, 10.0)), float(job.pending > 0),
+            float(_log_s(critical_path(job), 60.0)), job.executors / e, limit]
