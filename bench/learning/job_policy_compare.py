@@ -6,7 +6,7 @@ evaluation seeds these also are). The best tuned heuristic at the load is read f
 bench/results/job_policy_lever.json (`weighted-fair:-2` at every measured load); `srpt-oracle`, clairvoyant, is run
 beside them as the headroom reference. Per policy: mean ± 95% CI of mean, P50 and P99 JCT over the seeds; per pair
 the paired ratios (mean ± 95% CI). Prints JSON (and writes it to --out) and a markdown table on stderr.
-Usage: nice python bench/learning/job_policy_compare.py --policy DIR/policy.pt [--load 0.85] [--jobs 2]
+Usage: nice python bench/learning/job_policy_compare.py --policy DIR/policy.pt [--load 0.85 | --batch 20] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", required=True, help="the learned job policy's policy.pt")
     ap.add_argument("--load", type=float, default=0.85)
+    ap.add_argument("--batch", type=int, help="N jobs all at t=0 instead of Poisson arrivals (Decima's batch: 20); "
+                    "the best heuristic is then the continuous one's at --load")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "job_policy_compare.json"))
@@ -51,7 +53,7 @@ def main() -> None:
     best = best_heuristic(args.load)
     learned = f"ppo:{args.policy}"
     names = {"fifo": "fifo", "best": best, "learned": learned, "oracle": "srpt-oracle"}
-    source = JobSource(load=args.load)
+    source = JobSource(load=args.load, batch=args.batch)
     seeds = list(range(args.seeds))
     tasks = [(source, p, s) for p in names.values() for s in seeds]
     if args.jobs > 1:
@@ -72,7 +74,8 @@ def main() -> None:
                                                          + vs_best["jct_mean_s"]["ci95"] < 1.0),
                "p99_jct_le_0.95x_best": bool(vs_best["jct_p99_s"]["mean"] <= 0.95)}
     train = Path(args.policy).parent / "train.json"
-    out = {"bench": "job_policy_compare", "workload": "tpch", "load": args.load, "nodes": source.nodes,
+    out = {"bench": "job_policy_compare", "workload": "tpch", "load": args.load, "batch": args.batch,
+           "nodes": source.nodes,
            "duration_s": source.duration_s, "seeds": seeds,
            "seeds_note": "held out: training 1000+, checkpoint choice 900-902, heuristic tuning 900-909",
            "policies": policies, "ratios": ratios, "targets": targets,
