@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import stat
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,22 @@ def weights(p: Path, data: dict[str, Any]) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserError(f"{p} has no weights")
     return state
+
+
+def checked_net(p: Path, build: Callable[[], torch.nn.Module], header: dict[str, Any],
+                state: dict[str, torch.Tensor], sha256: object, kind: str) -> torch.nn.Module:
+    """The network `build` makes, with `state` loaded (eval mode), once the tensors' names, shapes and dtypes match
+    a `meta`-device build (no memory) and the digest holds; else a `UserError` naming `kind`."""
+    with torch.device("meta"):
+        expected = build().state_dict()
+    if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
+                                          for k, t in expected.items()):
+        raise UserError(f"{p} does not match this drlsched's {kind} network (tensor names or shapes differ)")
+    check_digest(p, header, state, sha256)
+    net = build()
+    net.load_state_dict(state)
+    net.eval()
+    return net
 
 
 def check_digest(p: Path, header: dict[str, Any], state: dict[str, torch.Tensor], sha256: object) -> None:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from drlsched.errors import UserError
 from drlsched.jobs.model import Job
 from drlsched.jobs.policies import Decision, JobPolicy
 from drlsched.rl.checkpoint import JOB_POLICY_FORMAT as FORMAT
-from drlsched.rl.checkpoint import MAX_WIDTH, check_digest, read_checkpoint, weights, write_checkpoint
+from drlsched.rl.checkpoint import MAX_WIDTH, checked_net, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.job_features import JOB_FEATURE_VERSION, JobObs, feature_spec, observe
 from drlsched.rl.job_net import JobNet, JobNetSpec, collate
 
@@ -163,15 +163,7 @@ def load_job_net(path: str | Path) -> tuple[JobNet, dict[str, Any]]:
     state = weights(p, data)
     header = {k: data.get(k) for k in ("format", "format_version", "features", "spec", "meta")}
     spec = _spec(p, header["spec"])
-    with torch.device("meta"):
-        expected = JobNet(spec).state_dict()
-    if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
-                                          for k, t in expected.items()):
-        raise UserError(f"{p} does not match this drlsched's job policy network (tensor names or shapes differ)")
-    check_digest(p, header, state, data.get("sha256"))
-    net = JobNet(spec)
-    net.load_state_dict(state)
-    net.eval()
+    net = cast(JobNet, checked_net(p, lambda: JobNet(spec), header, state, data.get("sha256"), "job policy"))
     return net, header
 
 
