@@ -110,3 +110,17 @@ def test_baseline_is_the_rollouts_mean_return_at_the_same_time() -> None:
     # at t=10, b's next decision is at 15 (return −1); at t=20 b has none left (0)
     assert base_a.tolist() == [(-3 - 5) / 2, (-2 - 1) / 2, (-1 + 0) / 2]
     assert base_b.tolist() == [(-3 - 5) / 2, (-1 - 1) / 2]
+
+
+def test_training_can_start_from_a_checkpoint_and_refuses_another_kind(trained: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "more"
+    assert main(["train-jobs", *SMALL, "--load-policy", str(trained), "--updates", "1", "--rollouts", "2",
+                 "--validation-seeds", "1", "--out", str(out)]) == 0
+    facts = json.loads((out / "train.json").read_text())
+    assert facts["meta"]["started_from"] == str(trained) and facts["meta"]["imitation"] == {}
+    placement = tmp_path / "placement.pt"
+    save_policy(placement, SchedulerNet(NetConfig()), "ppo", {})
+    capsys.readouterr()
+    assert main(["train-jobs", *SMALL, "--load-policy", str(placement), "--out", str(tmp_path / "x")]) == 2
+    assert "placement policy" in capsys.readouterr().err
