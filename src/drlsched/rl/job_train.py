@@ -45,8 +45,8 @@ Logger = Callable[[dict[str, float]], None]
 @dataclass
 class JobTrainSettings:
     expert: str = EXPERT
-    imitation_episodes: int = 4
-    imitation_epochs: int = 8
+    imitation_episodes: int = 6
+    imitation_epochs: int = 20
     imitation_lr: float = 3e-3
     minutes: float = 5.0
     updates: int | None = None
