@@ -24,14 +24,15 @@ def build_parser() -> argparse.ArgumentParser:
     from drlsched.autoscale import cli as autoscale_cli
     from drlsched.k8s import cli as k8s_cli
     from drlsched.rl import cli as rl_cli
-    from drlsched.rl import packer_cli
+    from drlsched.rl import job_cli, packer_cli
     from drlsched.testbed import cli as testbed_cli
     from drlsched.traces import cli as traces_cli
 
     parser = _Parser(prog="drlsched", description="Learned pod placement for Kubernetes, and its simulator.")
     parser.add_argument("--version", action="version", version=f"drlsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cli_sim, cli_fill, traces_cli, testbed_cli, rl_cli, packer_cli, k8s_cli, cli_replay, autoscale_cli):
+    for module in (cli_sim, cli_fill, traces_cli, testbed_cli, rl_cli, packer_cli, job_cli, k8s_cli, cli_replay,
+                   autoscale_cli):
         module.register(sub)
     return parser
 

@@ -122,6 +122,26 @@ def test_policies_that_need_metadata_take_it_from_the_policy_file(
     assert ("Warning", "JobMetadataMissing") in fake.reasons("unknown-0")
 
 
+def test_a_learned_job_policy_is_served_with_the_policy_files_metadata(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from drlsched.rl.job_net import JobNet, JobNetSpec
+    from drlsched.rl.job_policy import save_job_policy
+
+    torch.manual_seed(0)
+    ckpt = tmp_path / "policy.pt"
+    save_job_policy(ckpt, JobNet(JobNetSpec()), {})
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text("jobs:\n  big: {remaining_work_s: 9000}\n  small: {remaining_work_s: 100}\n")
+    fake = FakePods([*_job("big", 4, 1), *_job("small", 4, 2), *_job("unknown", 4, 0)])
+    result = _step(_controller(monkeypatch, fake, f"ppo:{ckpt}", executors=4, policy_file=spec))
+    assert 1 <= len(result.released) <= 4
+    assert not any(k.startswith("default/unknown") for k in result.released)
+    assert main(["admit", "--job-policy", f"ppo:{ckpt}", "--once"]) == 2
+    assert "needs each job's remaining_work_s" in capsys.readouterr().err
+
+
 def test_drf_fills_by_dominant_share(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakePods([*_job("cpu", 4, 1, cpu="4", memory="1Gi"), *_job("mem", 4, 2, cpu="1", memory="8Gi")],
                     [node("n0", "16", "64Gi")])

@@ -30,11 +30,12 @@ def add_job_arguments(p: argparse.ArgumentParser, many: bool) -> None:
     g = p.add_argument_group("job-level scheduling (--scenario tpch, --trace-format spark-profiles)")
     if many:
         g.add_argument("--job-policies", metavar="A,B", help=f"job policies to compare: {', '.join(JOB_POLICIES)} "
-                       "(weighted-fair:ALPHA, fair:SHARE)")
+                       "(weighted-fair:ALPHA, fair:SHARE), ppo:DIR/policy.pt (drlsched train-jobs)")
     else:
         g.add_argument("--job-policy", metavar="NAME",
                        help=f"which job runs next and with how many executors: {', '.join(JOB_POLICIES)} "
-                            "(weighted-fair:ALPHA, fair:SHARE; default fifo)")
+                            "(weighted-fair:ALPHA, fair:SHARE), ppo:DIR/policy.pt (drlsched train-jobs); default "
+                            "fifo")
     g.add_argument("--batch", type=positive_int, metavar="N", help="N jobs all arriving at t=0 instead of Poisson")
     g.add_argument("--executor-idle-timeout", type=positive_float, default=60.0, metavar="SECONDS",
                    help="an idle executor leaves its job after this long (Spark's executorIdleTimeout, default 60)")

@@ -126,14 +126,22 @@ class SrptOracle:
 
 
 JOB_POLICIES = ("fifo", "fair", "drf", "sjf-cp", "weighted-fair", "srpt-oracle")
+LEARNED = "ppo"  # ppo:DIR/policy.pt, a learned job policy (`drlsched train-jobs`)
 
 
 def make_job_policy(spec: str) -> JobPolicy:
-    """A policy from its name, with a parameter after a colon: `weighted-fair:-1` (α), `fair:1.5` (share)."""
+    """A policy from its name, with a parameter after a colon: `weighted-fair:-1` (α), `fair:1.5` (share),
+    `ppo:DIR/policy.pt` (a learned job policy, drlsched.rl.job_policy)."""
     name, _, param = spec.partition(":")
+    if name == LEARNED:
+        if not param:
+            raise UserError(f"job policy {LEARNED} needs its checkpoint: {LEARNED}:DIR/policy.pt")
+        from drlsched.rl.job_policy import load_job_policy
+
+        return load_job_policy(param)
     if name not in JOB_POLICIES:
         raise UserError(f"unknown job policy {spec!r}; known job policies: {', '.join(JOB_POLICIES)} "
-                        "(weighted-fair:ALPHA, fair:SHARE)")
+                        f"(weighted-fair:ALPHA, fair:SHARE) and {LEARNED}:DIR/policy.pt")
     value: float | None = None
     if param:
         if name not in ("weighted-fair", "fair"):

@@ -30,7 +30,8 @@ GATE = "drlsched.io/admission"
 ADMITTED_ANNOTATION = "drlsched.io/admitted"  # "<RFC 3339 time> by <replica identity>": set with the release
 _JOB_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")  # a non-empty label value
 # What each policy needs per job beyond what the pods say (policy-file keys).
-NEEDS = {"weighted-fair": "remaining_work_s", "srpt-oracle": "remaining_work_s", "sjf-cp": "critical_path_s"}
+NEEDS = {"weighted-fair": "remaining_work_s", "srpt-oracle": "remaining_work_s", "sjf-cp": "critical_path_s",
+         "ppo": "remaining_work_s"}  # ppo: a learned job policy (its jobs here are one stage each, rl.job_features)
 _META_KEYS = ("remaining_work_s", "critical_path_s")
 
 

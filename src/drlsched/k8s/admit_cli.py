@@ -23,10 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                          "(drlsched.io/admission) job by job in a job policy's order and limits")
     admit.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster (default: in-cluster)")
     admit.add_argument("--job-policy", required=True, metavar="NAME",
-                       help=f"one of {', '.join(JOB_POLICIES)} (weighted-fair:ALPHA, fair:SHARE)")
+                       help=f"one of {', '.join(JOB_POLICIES)} (weighted-fair:ALPHA, fair:SHARE), or "
+                            "ppo:DIR/policy.pt (a learned job policy)")
     admit.add_argument("--policy-file", type=Path, metavar="PATH",
                        help="YAML/JSON: executors, and per-job remaining_work_s / critical_path_s (needed by "
-                            "weighted-fair, srpt-oracle, sjf-cp); read again when it changes")
+                            "weighted-fair, srpt-oracle, sjf-cp, ppo); read again when it changes")
     admit.add_argument("--executors", type=positive_int, metavar="N",
                        help="the executor pool the policy divides (default: the policy file's, else what the "
                             "schedulable nodes fit beside pods of no job)")

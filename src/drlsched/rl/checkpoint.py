@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import stat
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from drlsched.rl.network import ENCODERS, NetConfig, SchedulerNet
 FORMAT = "drlsched-policy"
 PACKER_FORMAT = "drlsched-packer"  # rl.packer_checkpoint's files, refused here by name
 FORMAT_VERSION = 1
+JOB_POLICY_FORMAT = "drlsched-job-policy"  # rl.job_policy's, named here so neither kind loads as the other
 MAX_FILE_BYTES = 256 << 20  # a trained policy is well under 1 MiB; this only bounds what a load may cost
 MAX_WIDTH = 4096  # largest lstm / state / hidden size accepted (the defaults are 64, 32, 64)
 MAX_HISTORY = 1024
@@ -74,6 +76,8 @@ def load_policy(path: str | Path, algo: str | None = None) -> tuple[SchedulerNet
     data = read_checkpoint(p, "policy")
     if data.get("format") == PACKER_FORMAT:
         raise UserError(f"{p} is a learned packer, not a placement policy: use --policy packer:{p}")
+    if data.get("format") == JOB_POLICY_FORMAT:
+        raise UserError(f"{p} is a learned job policy, not a placement policy: use it as --job-policy ppo:{p}")
     if data.get("format") != FORMAT:
         raise UserError(f"{p} is not a drlsched policy file")
     if data.get("format_version") != FORMAT_VERSION:
@@ -115,6 +119,22 @@ def weights(p: Path, data: dict[str, Any]) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserError(f"{p} has no weights")
     return state
+
+
+def checked_net(p: Path, build: Callable[[], torch.nn.Module], header: dict[str, Any],
+                state: dict[str, torch.Tensor], sha256: object, kind: str) -> torch.nn.Module:
+    """The network `build` makes, with `state` loaded (eval mode), once the tensors' names, shapes and dtypes match
+    a `meta`-device build (no memory) and the digest holds; else a `UserError` naming `kind`."""
+    with torch.device("meta"):
+        expected = build().state_dict()
+    if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
+                                          for k, t in expected.items()):
+        raise UserError(f"{p} does not match this drlsched's {kind} network (tensor names or shapes differ)")
+    check_digest(p, header, state, sha256)
+    net = build()
+    net.load_state_dict(state)
+    net.eval()
+    return net
 
 
 def check_digest(p: Path, header: dict[str, Any], state: dict[str, torch.Tensor], sha256: object) -> None:

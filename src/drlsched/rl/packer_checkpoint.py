@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import Any, cast
 
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as POLICY_FORMAT
-from drlsched.rl.checkpoint import MAX_WIDTH, PACKER_FORMAT, check_digest, read_checkpoint, weights, write_checkpoint
+from drlsched.rl.checkpoint import MAX_WIDTH, PACKER_FORMAT, checked_net, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.packer_net import PackerNet, PackerSpec
 
 FORMAT = PACKER_FORMAT
@@ -53,15 +51,7 @@ def load_packer_net(path: str | Path) -> tuple[PackerNet, dict[str, Any]]:
     state = weights(p, data)
     header = {k: data.get(k) for k in ("format", "format_version", "feature_version", "spec", "meta")}
     spec = _spec(p, header["spec"])
-    with torch.device("meta"):
-        expected = PackerNet(spec).state_dict()
-    if set(state) != set(expected) or any(state[k].shape != t.shape or state[k].dtype != t.dtype
-                                          for k, t in expected.items()):
-        raise UserError(f"{p} does not match this drlsched's packer network (tensor names or shapes differ)")
-    check_digest(p, header, state, data.get("sha256"))
-    net = PackerNet(spec)
-    net.load_state_dict(state)
-    net.eval()
+    net = cast(PackerNet, checked_net(p, lambda: PackerNet(spec), header, state, data.get("sha256"), "packer"))
     return net, header
 
 

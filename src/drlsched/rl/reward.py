@@ -57,6 +57,8 @@ PRESETS: dict[str, RewardWeights] = {
     # Shuffle-heavy DAG jobs (spark-tpcds): cross-node traffic is what placement changes most; utilisation is set
     # mostly by the workload there, so it gets a small weight.
     "traffic": RewardWeights(utilization=0.1, violation=0.1, migration=0.1, traffic=1.0),
+    # Job workloads (`drlsched train-jobs`): −jobs in the system × time, whose sum is −Σ JCT (Little's law).
+    "jct": RewardWeights(utilization=0.0, violation=0.0, migration=0.0, jct=1.0),
 }
 SCENARIO_PRESETS = {"ecommerce": "ecommerce", "batch": "batch", "spark-tpcds": "traffic"}
 

@@ -1,0 +1,185 @@
+"""The learned job policy as a `JobPolicy` (`--job-policy ppo:DIR/policy.pt`), and its checkpoint.
+
+Serving is greedy: jobs that can take freed capacity by descending score, each with its most likely limit level;
+jobs that cannot keep their limit, after them in arrival order. Training samples (a Plackett–Luce ranking and a
+limit per job, from a seeded generator) and records each decision (`Step`).
+
+Checkpoint: like the other kinds (`rl.checkpoint`: weights_only load, sha256 over header and tensors, bounded
+size, shapes checked on a `meta`-device network first) with its own format name and the feature spec it was
+trained on, so no other kind of file loads as a job policy and a job policy loads as nothing else.
+Layout: format "drlsched-job-policy", format_version 1, features: `feature_spec()`, spec: `JobNetSpec` fields,
+meta: training facts, state, sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from drlsched.errors import UserError
+from drlsched.jobs.model import Job
+from drlsched.jobs.policies import Decision, JobPolicy
+from drlsched.rl.checkpoint import JOB_POLICY_FORMAT as FORMAT
+from drlsched.rl.checkpoint import MAX_WIDTH, checked_net, read_checkpoint, weights, write_checkpoint
+from drlsched.rl.job_features import JOB_FEATURE_VERSION, JobObs, feature_spec, observe
+from drlsched.rl.job_net import JobNet, JobNetSpec, collate
+
+FORMAT_VERSION = 1
+MAX_ROUNDS = 64
+_OTHER_KINDS = {"drlsched-policy": "a placement policy: use it as --policy ppo:PATH",
+                "drlsched-packer": "a learned GPU packer: use it as --policy packer:PATH",
+                "drlsched-scaler": "a learned autoscaler"}
+
+
+@dataclass
+class Step:
+    """One decision: what was seen, what was done (ranks int64[J], −1 = not ranked; levels int64[J]), its
+    log-probability under the policy that took it, the engine time and the jobs in the system."""
+
+    obs: JobObs
+    ranks: np.ndarray
+    levels: np.ndarray
+    logp: float
+    t: float
+    jobs: int
+
+
+class LearnedJobPolicy:
+    """`decide` per `JobPolicy`. `sample` draws actions from `generator`; `expert` takes that policy's decision
+    instead (recorded as the net's action space sees it, for imitation); `record` collects `Step`s, with `clock`
+    giving the engine's time."""
+
+    def __init__(self, net: JobNet, name: str = "ppo", sample: bool = False, seed: int = 0,
+                 expert: JobPolicy | None = None) -> None:
+        self.net = net
+        self.name = name
+        self.sample = sample
+        self.generator = torch.Generator().manual_seed(seed)
+        self.expert = expert
+        self.record: list[Step] | None = None
+        self.clock: Callable[[], float] = lambda: 0.0
+
+    def decide(self, jobs: Sequence[Job], executors: int, critical_path: Callable[[Job], float]) -> Decision:
+        obs = observe(jobs, executors, critical_path)  # also when empty: the recorded jobs-in-system drops to 0
+        if self.expert is not None:
+            out = self.expert.decide(jobs, executors, critical_path)
+            ranks, levels = expert_action(obs, jobs, out)
+            logp = 0.0
+        elif not obs.eligible.any():  # nothing can take capacity: every job keeps its limit
+            ranks, levels, logp = np.full(obs.jobs, -1, dtype=np.int64), np.zeros(obs.jobs, dtype=np.int64), 0.0
+            out = to_decision(obs, jobs, ranks, levels)
+        else:
+            ranks, levels, logp = self.act(obs)
+            out = to_decision(obs, jobs, ranks, levels)
+        if self.record is not None:
+            self.record.append(Step(obs, ranks, levels, logp, self.clock(), len(jobs)))
+        return out
+
+    @torch.no_grad()
+    def act(self, obs: JobObs) -> tuple[np.ndarray, np.ndarray, float]:
+        scores, limits = self.net(collate([obs]))
+        elig = obs.eligible
+        ranks = np.full(obs.jobs, -1, dtype=np.int64)
+        idx = np.flatnonzero(elig)
+        s = scores[torch.from_numpy(idx)].double()
+        logp = 0.0
+        if self.sample:
+            # Plackett–Luce by Gumbel-perturbed scores; its log-probability place by place.
+            gumbel = -torch.log(-torch.log(torch.rand(idx.size, generator=self.generator, dtype=torch.float64)
+                                           .clamp(1e-12, 1 - 1e-12)))
+            order = torch.argsort(s + gumbel, descending=True)
+            so = s[order]
+            logp += float((so - torch.logcumsumexp(so.flip(0), 0).flip(0)).sum())
+            lp = torch.log_softmax(limits.double(), 1)
+            lv = torch.multinomial(lp.exp(), 1, generator=self.generator).squeeze(1)
+            levels = lv.numpy().astype(np.int64)
+            logp += float(lp[torch.from_numpy(idx), lv[torch.from_numpy(idx)]].sum())
+        else:
+            order = torch.argsort(s, descending=True, stable=True)
+            levels = limits.argmax(1).numpy().astype(np.int64)
+        ranks[idx[order.numpy()]] = np.arange(idx.size)
+        return ranks, levels, logp
+
+
+def to_decision(obs: JobObs, jobs: Sequence[Job], ranks: np.ndarray, levels: np.ndarray) -> Decision:
+    """Eligible jobs in rank order with their levels' limits, then the others with their limits, arrival order."""
+    ranked = sorted(np.flatnonzero(ranks >= 0), key=lambda k: ranks[k])
+    out: Decision = [(jobs[k], float(obs.limits[levels[k]])) for k in ranked]
+    out += [(j, j.limit) for k, j in enumerate(jobs) if ranks[k] < 0]
+    return out
+
+
+def expert_action(obs: JobObs, jobs: Sequence[Job], decision: Decision) -> tuple[np.ndarray, np.ndarray]:
+    """A heuristic's decision in the net's action space: the eligible jobs in its order, each limit as the
+    nearest level (in log) that the mask allows."""
+    row = {id(j): k for k, j in enumerate(jobs)}
+    ranks = np.full(obs.jobs, -1, dtype=np.int64)
+    levels = np.zeros(obs.jobs, dtype=np.int64)
+    allowed = np.flatnonzero(obs.limit_mask)
+    log_levels = np.log(obs.limits[allowed])
+    place = 0
+    for job, limit in decision:
+        k = row[id(job)]
+        if not obs.eligible[k]:
+            continue
+        ranks[k] = place
+        place += 1
+        value = min(limit, float(obs.limits[0])) if math.isfinite(limit) else float(obs.limits[0])
+        levels[k] = allowed[int(np.argmin(np.abs(log_levels - math.log(max(value, 1.0)))))]
+    return ranks, levels
+
+
+# --- checkpoint ------------------------------------------------------------------------------------------------
+def save_job_policy(path: str | Path, net: JobNet, meta: dict[str, Any]) -> str:
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "features": feature_spec(),
+              "spec": net.spec.to_dict(), "meta": json.loads(json.dumps(meta))}
+    return write_checkpoint(path, header, net)
+
+
+def load_job_net(path: str | Path) -> tuple[JobNet, dict[str, Any]]:
+    """The network (eval mode) and the header; anything else is a `UserError` with a one-line reason."""
+    p = Path(path)
+    data = read_checkpoint(p, "job policy")
+    fmt = data.get("format")
+    if fmt in _OTHER_KINDS:
+        raise UserError(f"{p} is {_OTHER_KINDS[str(fmt)]}, not a learned job policy")
+    if fmt != FORMAT:
+        raise UserError(f"{p} is not a drlsched job policy file")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{p} has job policy format version {data.get('format_version')}; this drlsched reads "
+                        f"version {FORMAT_VERSION}")
+    found = data.get("features")
+    if found != feature_spec():
+        version = str(found.get("version") if isinstance(found, dict) else None)[:20]
+        raise UserError(f"{p} was trained on job feature spec {version}, not the one this drlsched builds "
+                        f"(version {JOB_FEATURE_VERSION}): retrain the policy")
+    state = weights(p, data)
+    header = {k: data.get(k) for k in ("format", "format_version", "features", "spec", "meta")}
+    spec = _spec(p, header["spec"])
+    net = cast(JobNet, checked_net(p, lambda: JobNet(spec), header, state, data.get("sha256"), "job policy"))
+    return net, header
+
+
+def _spec(p: Path, raw: object) -> JobNetSpec:
+    if not isinstance(raw, dict) or set(raw) != {"hidden", "rounds"}:
+        raise UserError(f"{p} does not describe a job policy network this drlsched builds (spec: expected hidden, "
+                        "rounds)")
+    for key, high in (("hidden", MAX_WIDTH), ("rounds", MAX_ROUNDS)):
+        value = raw[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+            raise UserError(f"{p}: spec.{key} must be an integer from 1 to {high}, not {str(value)[:40]}")
+    return JobNetSpec(raw["hidden"], raw["rounds"])
+
+
+def load_job_policy(path: str) -> LearnedJobPolicy:
+    torch.set_num_threads(1)
+    net, _ = load_job_net(path)
+    return LearnedJobPolicy(net, name=f"ppo:{path}")
+
