@@ -1,17 +1,15 @@
 """The scaler replay without a cluster: the window it picks, the metrics of a sampled timeline (worked by hand), the
 usage a pod reports, the HPA it writes, the simulator on the window, and the CLI's bad input."""
 
-import argparse
-
 import numpy as np
 import pytest
 
-from drlsched.autoscale.cli_simulate import scaled_inputs
+from drlsched.autoscale.cli_replay import plan_from_args
 from drlsched.autoscale.driver import DriverConfig
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.replay import Plan, Sample, compare, hpa_manifest, make_plan, measure, simulate_window, usage_m
 from drlsched.autoscale.services import ServiceSpec
-from drlsched.cli import main
+from drlsched.cli import build_parser, main
 from drlsched.errors import UserError
 
 SPEC = ServiceSpec(max_replicas=40)  # 1 core a replica, limit 2 cores, 10m a request
@@ -97,13 +95,10 @@ def test_hpa_manifest_divides_the_periods() -> None:
     assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
 
 
-def _flash_sale_plan(scaler: str, speedup: float = 5.0, **kw: object) -> Plan:
-    args = argparse.Namespace(nodes=6, max_replicas=None, min_replicas=1, target=80, overprovision=0.1, lead=180.0,
-                              node_autoscaler="none", node_provision_s=210.0, policy=None, duration=2 * 86_400.0,
-                              scenario="flash-sale", load_trace=None, load_peak=None, load_window=None,
-                              load_format=None, load_series=0)
-    spec, load, config = scaled_inputs(args, scaler, 0)
-    return make_plan(spec, load, config, speedup, 0, **kw)  # type: ignore[arg-type]
+def _flash_sale_plan(scaler: str, speedup: float = 5.0, duration: float | None = None) -> Plan:
+    argv = ["replay", "--scenario", "flash-sale", "--scaler", scaler, "--nodes", "6", "--speedup", str(speedup),
+            "--kubeconfig", "k", "--json", "-"]
+    return plan_from_args(build_parser().parse_args(argv + (["--duration", str(duration)] if duration else [])))
 
 
 def test_plan_replays_the_second_days_sale_with_the_first_as_history() -> None:
@@ -114,7 +109,7 @@ def test_plan_replays_the_second_days_sale_with_the_first_as_history() -> None:
     history = plan.history()
     assert history[0][0] == 0.0 and history[-1][0] < plan.window.start_s
     assert np.diff([t for t, _ in history]).max() == 15.0
-    short = _flash_sale_plan("hpa", duration_s=900.0)
+    short = _flash_sale_plan("hpa", duration=900.0)
     assert short.window.duration_s == pytest.approx(900.0, abs=short.load.step_s)
 
 
@@ -127,10 +122,9 @@ def test_the_warm_started_forecast_scales_before_the_sale_and_hpa_after() -> Non
     assert runs["predictive"].metrics["violation_minutes"] < runs["hpa"].metrics["violation_minutes"]
 
 
-@pytest.mark.parametrize("kw", [{"speedup": 20.0}, {"speedup": 0.0}])
-def test_plan_bad_speedup(kw: dict) -> None:
+def test_plan_bad_speedup() -> None:
     with pytest.raises(UserError):
-        _flash_sale_plan("hpa", **kw)
+        _flash_sale_plan("hpa", speedup=20.0)
 
 
 def test_plan_needs_a_burst_and_the_clusters_nodes() -> None:

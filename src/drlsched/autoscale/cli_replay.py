@@ -13,7 +13,7 @@ import kubernetes
 
 from drlsched.autoscale.cli_simulate import FLASH_SALE, check_scaled_arguments, scaled_inputs
 from drlsched.autoscale.driver import LEARNED_PREFIX
-from drlsched.autoscale.replay import SCALERS, compare, make_plan, replay_scaler, simulate_window
+from drlsched.autoscale.replay import LEAD_IN_S, SCALERS, Plan, compare, make_plan, replay_scaler, simulate_window
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 
@@ -33,13 +33,19 @@ def wants_scaler_replay(args: argparse.Namespace) -> bool:
     return service
 
 
-def cmd_replay_scaler(args: argparse.Namespace, connect: Callable[[str], kubernetes.client.CoreV1Api]) -> int:
-    """`connect(kubeconfig)`: the cluster's API, asked once the options are known to be good."""
+def plan_from_args(args: argparse.Namespace, lead_in_s: float = LEAD_IN_S) -> Plan:
+    """The replay `replay --scaler` options describe (UserError for bad ones)."""
+    wants_scaler_replay(args)
     check_scaled_arguments(args)
     # The load is the whole two days (or trace); --duration is the replayed window's length.
     whole = argparse.Namespace(**{**vars(args), "duration": DAYS * 86_400.0 if args.scenario else None})
     spec, load, config = scaled_inputs(whole, args.scaler, args.seed)
-    plan = make_plan(spec, load, config, args.speedup, args.seed, duration_s=args.duration)
+    return make_plan(spec, load, config, args.speedup, args.seed, lead_in_s, args.duration)
+
+
+def cmd_replay_scaler(args: argparse.Namespace, connect: Callable[[str], kubernetes.client.CoreV1Api]) -> int:
+    """`connect(kubeconfig)`: the cluster's API, asked once the options are known to be good."""
+    plan = plan_from_args(args)
     core = connect(args.kubeconfig)
     try:
         core.read_namespace(args.namespace)
