@@ -370,7 +370,11 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
     node_cpu_m = _node_cpu(core)
     initial = plan.initial_replicas()
     start_rate = float(plan.window.at(plan.window.start_s))
-    apps.create_namespaced_deployment(namespace, _deployment(spec, initial))
+    try:
+        apps.create_namespaced_deployment(namespace, _deployment(spec, initial))
+    except kubernetes.client.ApiException as err:
+        raise UserError(f"replay --scaler: cannot create Deployment {SERVICE} in namespace {namespace}: {err.status} "
+                        f"{err.reason} (a replay's leftovers? delete it or use another --namespace)") from None
     runner: _Pass | None = None
     samples: list[Sample] = []
     try:
@@ -400,11 +404,14 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
             runner.start()
         nodes, k = len(node_cpu_m), 0
         while (now := clock()) < plan.end_s:
-            pods = _pods(core, namespace)
-            replicas = int(apps.read_namespaced_deployment(SERVICE, namespace).spec.replicas)
-            samples.append(_sample(now, pods, replicas, nodes))
-            if k % 2 == 0:
-                _follow_load(core, namespace, plan, pods, float(plan.window.at(now)), node_cpu_m)
+            try:
+                pods = _pods(core, namespace)
+                replicas = int(apps.read_namespaced_deployment(SERVICE, namespace).spec.replicas)
+                samples.append(_sample(now, pods, replicas, nodes))
+                if k % 2 == 0:
+                    _follow_load(core, namespace, plan, pods, float(plan.window.at(now)), node_cpu_m)
+            except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError) as err:
+                log.warning("replay sample at %.0f s failed (the next tick retries): %s", now, err)
             k += 1
             if progress:
                 progress(now - plan.window.start_s, plan.window.duration_s)
