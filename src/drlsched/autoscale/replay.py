@@ -274,7 +274,7 @@ def hpa_manifest(plan: Plan) -> dict[str, Any]:
                                        "policies": [{"type": "Percent", "value": 100, "periodSeconds": period}]}}}}
 
 
-@dataclass
+@dataclass(eq=False)  # a Thread: hashed by identity
 class _Pass(threading.Thread):
     """drlsched's autoscale controller beside the replay: one pass every SYNC_S workload seconds."""
 
