@@ -154,3 +154,14 @@ def test_cli_a_good_replay_without_a_cluster_asks_for_one(tmp_path, capsys: pyte
                  str(tmp_path / "missing"), "--json", "-"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "kubeconfig" in err[0]
+
+
+def test_a_compressed_metrics_server_gives_a_fresh_container_no_early_point() -> None:
+    # On the cluster the fresh-container rule (a container 10 s to one resolution old gets a point at its start)
+    # runs on the real clock: at x5 it is 50 workload seconds, the resolution too, so it never applies.
+    from drlsched.autoscale.metrics_server import MetricsServer
+
+    for fresh_min, expect in ((10.0, True), (50.0, False)):
+        ms = MetricsServer(50.0, fresh_min)
+        ms.scrape(100.0, {"new": (80.0, 10.0)})
+        assert ("new" in ms.pod_metrics()) is expect

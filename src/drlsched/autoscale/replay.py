@@ -22,9 +22,9 @@ the same window (docs/replay.md "Scalers").
   driver's own `metrics_of`, so every key (`violation_minutes`, `replica_hours`, `sla_violation_rate`,
   `time_to_scale_p50_s`, ...) means what it means in `simulate`; the per-minute ready-replica curve comes too.
 - **Speed-up.** Workload time = real time × speedup. The HPA syncs every 15 s / speedup (the testbed's
-  `--hpa-sync-period`), but metrics-server's resolution stays 10 s real (its minimum), 10 × speedup workload
-  seconds; and KWOK pods are ready at once (no image pull, no warm-up). `simulate_window` therefore runs the
-  simulator under the replay's conditions (that resolution, a 1 s start) as well as at its defaults.
+  `hpa_sync_period_s`); what runs on the cluster's real clock (metrics-server's 10 s resolution, the HPA's CPU
+  initialisation and readiness delays) lasts × speedup, and KWOK pods are ready at once (no image pull, no
+  warm-up): `simulate_window` runs the simulator under those conditions as well as at its defaults.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ import numpy as np
 import urllib3
 
 from drlsched.autoscale.driver import LEARNED_PREFIX, Driver, DriverConfig, RunResult, per_minute
+from drlsched.autoscale.hpa import HorizontalPodAutoscaler
 from drlsched.autoscale.load import LoadCurve
+from drlsched.autoscale.metrics_server import FRESH_CONTAINER_MIN_S, MetricsServer
 from drlsched.autoscale.services import SATURATED_SLOWDOWN, ServiceSpec, Startup, serve
 from drlsched.errors import UserError
 from drlsched.k8s import quantity
@@ -124,12 +126,21 @@ def make_plan(spec: ServiceSpec, load: LoadCurve, config: DriverConfig, speedup:
 
 
 def simulate_window(plan: Plan, as_replayed: bool = True) -> RunResult:
-    """The simulator on the replayed window with the same warm start; `as_replayed`: under the replay's conditions
-    (metrics at metrics-server's resolution × speedup, KWOK's start-up: no pull, no warm-up)."""
+    """The simulator on the replayed window with the same warm start; `as_replayed`: under the replay's conditions.
+    What the replay cannot compress runs on the cluster's real clock, so it lasts × speedup in workload time:
+    metrics-server's resolution (10 s) and its fresh-container point (a container 10 s to one resolution old), the
+    HPA's CPU initialisation period (300 s) and initial readiness delay (30 s); and KWOK pods are ready once
+    started (no image pull, no warm-up)."""
     cfg = plan.config
     if as_replayed:
         cfg = replace(cfg, metric_resolution_s=METRICS_RESOLUTION_S * plan.speedup, startup=KWOK_STARTUP)
     driver = Driver(plan.spec, plan.window, cfg, plan.seed)
+    if as_replayed:
+        driver.ms = MetricsServer(cfg.metric_resolution_s, FRESH_CONTAINER_MIN_S * plan.speedup)
+        hpa = driver.hpa.config
+        driver.hpa = HorizontalPodAutoscaler(replace(
+            hpa, cpu_initialization_s=hpa.cpu_initialization_s * plan.speedup,
+            initial_readiness_delay_s=hpa.initial_readiness_delay_s * plan.speedup))
     history = plan.history()
     if driver.predictive is not None:
         for t, rate in history:
