@@ -32,16 +32,10 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
     return kubernetes.client.CoreV1Api(client)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def _namespace(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The cluster's API, with --namespace created if missing."""
     import kubernetes
 
-    from drlsched.replay import placement_warning, replay
-
-    if wants_scaler_replay(args):  # one service under a replica scaler (docs/replay.md "Scalers")
-        return cmd_replay_scaler(args, _api)
-    reclaim = reclaim_config(args)
-    factory = workload_source(args)
-    workload = factory(args.seed)
     core = _api(args.kubeconfig)
     try:
         core.read_namespace(args.namespace)
@@ -51,6 +45,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         core.create_namespace({"metadata": {"name": args.namespace}})
     except Exception as err:  # connection refused, TLS errors: the cluster is not there
         raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+    return core
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from drlsched.replay import placement_warning, replay
+
+    if wants_scaler_replay(args):  # one service under a replica scaler (docs/replay.md "Scalers")
+        return cmd_replay_scaler(args, _namespace)
+    reclaim = reclaim_config(args)
+    factory = workload_source(args)
+    workload = factory(args.seed)
+    core = _namespace(args)
     if reclaim.enabled:
         try:
             kubernetes.client.CustomObjectsApi(core.api_client).list_cluster_custom_object(

@@ -43,18 +43,11 @@ def plan_from_args(args: argparse.Namespace, lead_in_s: float = LEAD_IN_S) -> Pl
     return make_plan(spec, load, config, args.speedup, args.seed, lead_in_s, args.duration)
 
 
-def cmd_replay_scaler(args: argparse.Namespace, connect: Callable[[str], kubernetes.client.CoreV1Api]) -> int:
-    """`connect(kubeconfig)`: the cluster's API, asked once the options are known to be good."""
+def cmd_replay_scaler(args: argparse.Namespace,
+                      connect: Callable[[argparse.Namespace], kubernetes.client.CoreV1Api]) -> int:
+    """`connect(args)`: the cluster's API with --namespace there, asked once the options are known to be good."""
     plan = plan_from_args(args)
-    core = connect(args.kubeconfig)
-    try:
-        core.read_namespace(args.namespace)
-    except kubernetes.client.ApiException as err:
-        if err.status != 404:
-            raise UserError(f"the API at {args.kubeconfig} answered {err.status} {err.reason}") from None
-        core.create_namespace({"metadata": {"name": args.namespace}})
-    except Exception as err:  # connection refused, TLS errors: the cluster is not there
-        raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+    core = connect(args)
     show = not args.quiet and sys.stderr.isatty()
 
     def progress(done: float, total: float) -> None:
