@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from drlsched.autoscale.cli_replay import cmd_replay_scaler, wants_scaler_replay
+from drlsched.autoscale.cli_simulate import add_scaler_arguments
 from drlsched.cli_args import non_negative_int, positive_float
 from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
@@ -30,14 +32,10 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
     return kubernetes.client.CoreV1Api(client)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def _namespace(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The cluster's API, with --namespace created if missing."""
     import kubernetes
 
-    from drlsched.replay import placement_warning, replay
-
-    reclaim = reclaim_config(args)
-    factory = workload_source(args)
-    workload = factory(args.seed)
     core = _api(args.kubeconfig)
     try:
         core.read_namespace(args.namespace)
@@ -47,6 +45,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         core.create_namespace({"metadata": {"name": args.namespace}})
     except Exception as err:  # connection refused, TLS errors: the cluster is not there
         raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+    return core
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from drlsched.replay import placement_warning, replay
+
+    if wants_scaler_replay(args):  # one service under a replica scaler (docs/replay.md "Scalers")
+        return cmd_replay_scaler(args, _namespace)
+    reclaim = reclaim_config(args)
+    factory = workload_source(args)
+    workload = factory(args.seed)
+    core = _namespace(args)
     if reclaim.enabled:
         try:
             kubernetes.client.CustomObjectsApi(core.api_client).list_cluster_custom_object(
@@ -119,4 +131,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=non_negative_int, default=0, help="workload seed (default 0)")
     p.add_argument("--json", required=True, metavar="FILE|-", help="write the metrics JSON here (- for stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    add_scaler_arguments(p)
     p.set_defaults(func=cmd_replay)

@@ -359,3 +359,23 @@ def test_a_learned_scaler_sets_the_count_from_its_window(monkeypatch: pytest.Mon
     base = ["autoscale", "--kubeconfig", "/nonexistent", "--target", "shop/web", "--max-replicas", "10"]
     assert main([*base, "--scaler", f"ppo:{placement}"]) == 2
     assert main([*base, "--scaler", f"ppo:{tmp_path / 'missing.pt'}"]) == 2
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_warm_start_forecasts_on_its_first_pass_on_a_workload_clock(monkeypatch: pytest.MonkeyPatch,
+                                                                      warm: bool) -> None:
+    # A replay's controller: its clock is workload time (far from the epoch the metrics carry), the samples' ages
+    # are measured on the real clock, and two seasons of demand are folded in before its first pass.
+    fake = FakeCluster(replicas=1)
+    w0 = T0 + 1e6  # workload time: a sample stamped now on the real clock would be 1e6 s old on it
+    controller = _controller(monkeypatch, fake, step_s=30.0, season_s=600.0, lead_s=90.0, target_utilization=80,
+                             stale_after_s=60.0)
+    controller.clock = lambda: w0 + 1200.0 + 400.0 + (fake.now - T0)
+    controller.sample_clock = fake.clock
+    if warm:
+        controller.warm_start((w0 + t, _burst(t)) for t in range(0, 1200 + 400, 15))
+    fake.demand_m = 400.0
+    result = controller.reconcile(True)
+    assert result.metrics == "fresh"
+    # 80 s before the third burst: only a forecast that has seen two seasons asks for what 4000m needs (5).
+    assert (result.desired >= 5) == warm and result.reactive is not None and result.reactive < 5

@@ -468,14 +468,15 @@ class Driver:
             pods_count[k] = bound
             nodes_count[k] = len(self.nodes)
         m0 = int(np.argmax(measured)) if measured.any() else steps
-        metrics = self._metrics(times[m0:], rates[m0:], needed[m0:], req_min, bad_min, ready_count[m0:],
-                                pods_count[m0:], nodes_count[m0:], burst_slow, burst_w)
+        metrics = self.metrics_of(times[m0:], rates[m0:], needed[m0:], req_min, bad_min, ready_count[m0:],
+                                  pods_count[m0:], nodes_count[m0:], burst_slow, burst_w)
         return RunResult(metrics,
-                         _per_minute(times, dt, rates, replicas_count, ready_count, needed, nodes_count))
+                         per_minute(times, dt, rates, replicas_count, ready_count, needed, nodes_count))
 
-    def _metrics(self, times: np.ndarray, rates: np.ndarray, needed: np.ndarray, req_min: np.ndarray,
-                 bad_min: np.ndarray, ready: np.ndarray, pods: np.ndarray, nodes: np.ndarray,
-                 burst_slow: list[np.ndarray], burst_w: list[np.ndarray]) -> dict[str, Any]:
+    def metrics_of(self, times: np.ndarray, rates: np.ndarray, needed: np.ndarray, req_min: np.ndarray,
+                   bad_min: np.ndarray, ready: np.ndarray, pods: np.ndarray, nodes: np.ndarray,
+                   burst_slow: list[np.ndarray], burst_w: list[np.ndarray]) -> dict[str, Any]:
+        """The metrics dict of a run's per-step arrays (also of a replay's sampled ones, drlsched.autoscale.replay)."""
         dt = self.cfg.step_s
         total = float(req_min.sum())
         share = np.divide(bad_min, req_min, out=np.zeros_like(bad_min), where=req_min > 0)
@@ -523,7 +524,7 @@ def _flush(ready: list[_Replica], acc: np.ndarray) -> None:
         r.core_s += used
 
 
-def _per_minute(times: np.ndarray, dt: float, rates: np.ndarray, replicas: np.ndarray, ready: np.ndarray,
+def per_minute(times: np.ndarray, dt: float, rates: np.ndarray, replicas: np.ndarray, ready: np.ndarray,
                 needed: np.ndarray, nodes: np.ndarray) -> dict[str, np.ndarray]:
     k = max(1, round(60.0 / dt))
     idx = np.arange(0, times.size, k)

@@ -31,6 +31,7 @@ class _Point:
 @dataclass
 class MetricsServer:
     resolution_s: float = MANIFEST_RESOLUTION_S
+    fresh_min_s: float = FRESH_CONTAINER_MIN_S  # a replay's cluster, in its workload seconds: 10 s × speed-up
     next_scrape_s: float = 0.0
     last: dict[str, _Point] = field(default_factory=dict)
     prev: dict[str, _Point] = field(default_factory=dict)
@@ -48,7 +49,7 @@ class MetricsServer:
             point = _Point(now_s, start_s, int(core_s * 1e9))
             last[name] = point
             age = now_s - start_s
-            if start_s < now_s and FRESH_CONTAINER_MIN_S <= age < self.resolution_s:
+            if start_s < now_s and self.fresh_min_s <= age < self.resolution_s:
                 prev[name] = _Point(start_s, start_s, 0)
                 continue
             stored = self.last.get(name)

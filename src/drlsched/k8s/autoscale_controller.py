@@ -41,8 +41,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kubernetes
@@ -124,6 +124,9 @@ class AutoscaleController:
     last: Pass = field(default_factory=Pass)
     observer: ScalerObserver | None = None
     learned: LearnedScaler | None = field(default=None, init=False)
+    # The clock metrics.k8s.io timestamps are on, where `clock` is another (a replay's workload time): sample ages
+    # are measured on it, in its seconds.
+    sample_clock: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
         self.learned = load_scaler(self.config.learned) if self.config.learned else None
@@ -170,10 +173,26 @@ class AutoscaleController:
         except kubernetes.client.ApiException as err:  # 503/404: metrics-server or its APIService is gone
             log.info("autoscale %s: metrics.k8s.io answered %s", self.target, err.status)
             metrics = {}
+        if self.sample_clock is not None:
+            shift = now - self.sample_clock()
+            metrics = {n: replace(m, timestamp_s=m.timestamp_s + shift) for n, m in metrics.items()}
         self.last = self._decide(now, scale.replicas, hpa, pods, metrics)
         if leading:
             self._apply(hpa, self.last)
         return self.last
+
+    def warm_start(self, history: Iterable[tuple[float, float]]) -> None:
+        """Folds a history of the workload's CPU demand, (time on `clock`, millicores) in time order, into the
+        forecast before the first pass, as if the controller had watched it (a replay that starts mid-day)."""
+        self.workload = self.workload or resolve(self.api, self.target)
+        hpa = find_hpa(self.api, self.target)
+        if self.learned is None:
+            feed = self._scalers(hpa)
+        else:
+            self.observer = self.observer or self._observer(hpa)
+            feed = self.observer.forecast
+        for t, demand in history:
+            feed.observe(t, demand)
 
     def _target_utilization(self, hpa: dict[str, Any] | None) -> int:
         if self.config.target_utilization is not None:
@@ -243,15 +262,19 @@ class AutoscaleController:
         report SLA violations to this controller; docs/kubernetes.md)."""
         assert self.learned is not None and self.workload is not None
         if self.observer is None:
-            low, high = self._bounds(hpa)
-            self.observer = ScalerObserver(ServiceSpec(request_m=self.workload.request_m, cpu_per_rps_m=1.0,
-                                                       min_replicas=low, max_replicas=high))
+            self.observer = self._observer(hpa)
         window = self.observer.observe(now, demand, ready, replicas, 0.0)
         desired = self.observer.target(self.learned.act(window))
         forecast = math.ceil(self.observer.forecast_need) if self.observer.forecast_need else None
         if hpa is not None:
             return Pass(mode, current, self._stabilized(now, current, desired), forecast, None, demand, "fresh")
         return Pass(mode, current, desired, forecast, None, demand, "fresh")
+
+    def _observer(self, hpa: dict[str, Any] | None) -> ScalerObserver:
+        assert self.workload is not None
+        low, high = self._bounds(hpa)
+        return ScalerObserver(ServiceSpec(request_m=self.workload.request_m, cpu_per_rps_m=1.0, min_replicas=low,
+                                          max_replicas=high))
 
     def _stabilized(self, now: float, current: int, recommendation: int) -> int:
         """The highest floor recommended in the last stabilisation window (the first pass counts the floor found)."""

@@ -36,7 +36,7 @@ class ServiceLoad:
         response = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
                                                  _preload_content=False)
         pods = [p for p in json.loads(response.data)["items"] if not p["metadata"].get("deletionTimestamp")]
-        ready = [p for p in pods if _ready(p)]
+        ready = [p for p in pods if pod_ready(p)]
         share = replica_usage_m(float(self.curve.at(t_s)), self.cost, len(ready))
         names = {p["metadata"]["name"] for p in ready}
         out = {}
@@ -56,7 +56,7 @@ class ServiceLoad:
             pass  # deleted meanwhile: it serves nothing any more
 
 
-def _ready(pod: dict[str, Any]) -> bool:
+def pod_ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
