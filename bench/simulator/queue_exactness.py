@@ -3,7 +3,7 @@ compares everything the queue decides: the metrics dict (timings left out), the 
 every pop in order (which pod, at what time, with how many failed attempts so far) — same pods tried, same order,
 same attempts. Each run is a fresh subprocess; prints JSON with one row per case and `all_equal`.
 Usage: python bench/simulator/queue_exactness.py --before /work/main/src [--cases batch:100:2,mixed:0:0]
-       (scenario:nodes:seed, nodes 0 = the scenario's default size) [--duration S]
+       (scenario:nodes:seed[:reclaim model], nodes 0 = the scenario's default size) [--duration S]
 """
 
 from __future__ import annotations
@@ -17,16 +17,18 @@ import sys
 import time
 
 TIMINGS = ("wall_s", "placements_per_s")
-DEFAULT_CASES = "batch:100:2,batch:100:0,mixed:0:0,spark-tpcds:0:1,ecommerce:0:0,ml-gpu:0:2,batch:20:5"
+DEFAULT_CASES = ("batch:100:2,batch:100:0,mixed:0:0,spark-tpcds:0:1,ecommerce:0:0,ml-gpu:0:2,batch:20:5,"
+                 "colocation:0:1:koordinator,mixed:0:3:koordinator")
 
 
-def one(scenario: str, nodes: int, seed: int, duration: float | None) -> dict[str, object]:
+def one(scenario: str, nodes: int, seed: int, reclaim: str, duration: float | None) -> dict[str, object]:
     from drlsched.policies import make_policy
+    from drlsched.reclaim import ReclaimConfig
     from drlsched.scenarios import make_scenario
     from drlsched.simulator import SimConfig, Simulator
 
     w = make_scenario(scenario, nodes=nodes or None, duration=duration, seed=seed)
-    sim = Simulator(w, make_policy("k8s-default"), seed, SimConfig(series=False))
+    sim = Simulator(w, make_policy("k8s-default"), seed, SimConfig(series=False, reclaim=ReclaimConfig(reclaim)))
     q = sim.queue
     pop = q.pop
     digest = hashlib.sha256()
@@ -66,8 +68,8 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        scenario, nodes, seed = a.one.split(":")
-        print(json.dumps(one(scenario, int(nodes), int(seed), a.duration)))
+        scenario, nodes, seed, *reclaim = a.one.split(":")
+        print(json.dumps(one(scenario, int(nodes), int(seed), reclaim[0] if reclaim else "none", a.duration)))
         return
     here = os.environ.get("PYTHONPATH", "src")
     rows = []

@@ -208,6 +208,11 @@ class SchedulingQueue(Generic[T]):
         self._events = 0  # wake events so far
         self._count = 0  # entries in activeQ, backoffQ or parked
         self.failed_attempts = 0
+        # The backoff per failed attempts, up to the first count whose backoff is the cap (all later ones are).
+        capped = 1
+        while capped < 64 and pod_backoff_s(capped, backoff_initial_s, backoff_max_s) < backoff_max_s:
+            capped += 1
+        self._backoffs = pod_backoff_array(np.arange(capped + 1, dtype=float), backoff_initial_s, backoff_max_s)
 
     def __len__(self) -> int:
         return self._count
@@ -285,10 +290,13 @@ class SchedulingQueue(Generic[T]):
         heapq.heappush(self._held, (entry.backoff_t, -entry.priority, entry.queue_t, entry.seq, entry))
         return True
 
-    def done(self, entry: Entry[T]) -> None:
-        """The pod popped last was placed (or needs no more scheduling)."""
+    def done(self, entry: Entry[T], took_hinted_room: bool = True) -> None:
+        """The pod popped last was placed (or needs no more scheduling). `took_hinted_room`: whether it may have
+        taken room the last wake's hint looks at (the caller knows where; the simulator's hint looks only at the
+        nodes whose room grew): if not, the candidates need no new check against the hint."""
         entry.where = _GONE
-        self._stale = True  # it took room
+        if took_hinted_room:
+            self._stale = True
 
     def remove(self, entry: Entry[T]) -> None:
         """The pod is gone (deleted, or bound by someone else) wherever it is."""
@@ -402,14 +410,16 @@ class SchedulingQueue(Generic[T]):
         attempts = num[rows, 4] + 1
         num[rows, 4] = attempts
         num[rows, 0] = t
-        num[rows, 1] = t + pod_backoff_array(attempts, self.backoff_initial_s, self.backoff_max_s)
+        table = self._backoffs
+        num[rows, 1] = t + table[np.minimum(attempts, table.size - 1).astype(np.int64)]
         self.failed_attempts += int(rows.size)
 
     def _accepted_now(self, t: float) -> bool:
         """Whether the hint still accepts the first candidate against the cluster as it is now; takes it out of
         the candidates either way. Every other candidate the hint no longer accepts fails in place (room only
         shrinks until the next event, so its turn would find no room). Room shrinks only when a pod is placed
-        (`done`): until then every candidate left is still accepted, and the hint is not asked again."""
+        (`done`) where the hint looks: until then every candidate left is still accepted, and the hint is not asked
+        again."""
         cand = self._cand
         if not self._stale:
             self._cand = cand[1:]
