@@ -432,8 +432,8 @@ class SchedulingQueue(Generic[T]):
         if hinted.size and self._hint is not None:
             ok[hinted] = p.accepts(self._hint, cand[hinted])
         accepted = bool(ok[0])
-        dropped = ~ok
-        self._fail_in_place(self._mask(cand[dropped]), t)
+        if not ok.all():  # most checks drop none: no pass over the parked store then
+            self._fail_in_place(self._mask(cand[~ok]), t)
         ok[0] = False
         self._cand = cand[ok]
         return accepted
