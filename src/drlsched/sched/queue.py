@@ -142,18 +142,24 @@ class _Parked(Generic[T]):
         other live rows, in seq order."""
         by_seq = self.seq_order()
         pick = chosen[by_seq]
-        rows = by_seq[pick]
         rest = by_seq[~pick]
-        rest = rest[self.alive[rest]]
+        return self.seq_sorted_in_queue_order(by_seq[pick], t), rest[self.alive[rest]]
+
+    def in_queue_order_few(self, rows: np.ndarray, t: float) -> np.ndarray:
+        """`in_queue_order` for a few rows (the candidates): sorted by seq here, not walked in the store's order."""
+        return self.seq_sorted_in_queue_order(rows[np.argsort(self.num[rows, 3])], t)
+
+    def seq_sorted_in_queue_order(self, rows: np.ndarray, t: float) -> np.ndarray:
+        """Rows given in seq order, in queue order at t."""
         if rows.size < 2:
-            return rows, rest
+            return rows
         num = self.num[rows]
         backoff = num[:, 1]
         key = np.where(backoff > t, backoff, -np.inf)
         prio = num[:, 2]
         if prio.min() == prio.max():
-            return rows[np.argsort(key, kind="stable")], rest
-        return rows[np.lexsort((prio, key))], rest
+            return rows[np.argsort(key, kind="stable")]
+        return rows[np.lexsort((prio, key))]
 
     def accepts(self, hint: Hint, rows: np.ndarray) -> np.ndarray:
         """bool per parked row in `rows` (all hinted): the row-wise hint's answer, evaluated once per shape."""
@@ -376,14 +382,15 @@ class SchedulingQueue(Generic[T]):
         are sorted once per time: until a candidate leaves or fails in place, their order does not change."""
         p = self._parked
         if self._cand_t != t:
-            self._cand = p.in_queue_order(self._mask(self._cand), t)[0]
+            cand = self._cand[p.alive[self._cand]]
+            self._cand = p.in_queue_order_few(cand, t)
             self._cand_t = t
             self._stale = True  # the cluster may have changed since the last time
         cand = self._cand
-        if not p.alive[cand[0]]:  # removed meanwhile
+        if cand.size and not p.alive[cand[0]]:  # removed meanwhile
             cand = self._cand = cand[p.alive[cand]]
-            if not cand.size:
-                return None
+        if not cand.size:
+            return None
         queue_t, backoff_t, neg_prio, seq, _ = p.num[cand[0]].tolist()
         if backoff_t > t:
             return 1, backoff_t, int(neg_prio), queue_t, int(seq)
