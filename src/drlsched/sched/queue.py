@@ -77,6 +77,10 @@ class _Parked(Generic[T]):
         self.shape = np.zeros(16, dtype=np.int64)
         self._shape_ids: dict[tuple[int, ...], int] = {}
         self.shapes = np.zeros((16, width), dtype=np.int64)
+        # The rows in seq order (dead rows included until the next reorder): seqs are handed out in increasing
+        # order, so a sort by queue order starts from nearly sorted input instead of sorting seqs again.
+        self.by_seq = np.zeros(0, dtype=np.int64)
+        self._appended: list[int] = []  # rows added since `by_seq` was last built, in seq order
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -94,6 +98,7 @@ class _Parked(Generic[T]):
             self.shape[i] = self._shape_id(hint)
         self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq, entry.attempts)
         self.live += 1
+        self._appended.append(i)  # its seq is the newest: it goes last
 
     def take(self, i: int) -> Entry[T]:
         entry = self.entries[i]
@@ -117,6 +122,44 @@ class _Parked(Generic[T]):
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self.alive[m:n] = False
+        renumber = np.full(n, -1, dtype=np.int64)
+        renumber[keep] = np.arange(m)
+        by_seq = renumber[self.seq_order()]
+        self.by_seq = by_seq[by_seq >= 0]
+        self._appended = []
+
+    def seq_order(self) -> np.ndarray:
+        """All rows, dead ones included, in seq order."""
+        if self._appended:
+            self.by_seq = np.concatenate((self.by_seq, np.array(self._appended, dtype=np.int64)))
+            self._appended = []
+        return self.by_seq
+
+    def in_queue_order(self, chosen: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The rows where `chosen` (bool per row) is set, in the order the queue would try them at t: done backing
+        off by (priority, seq), then the others by (backoff end, priority, seq) — seqs are handed out in time
+        order whenever a pod enters the queue or fails, so seq order is also queue-time order. Also returns the
+        other live rows, in seq order."""
+        by_seq = self.seq_order()
+        pick = chosen[by_seq]
+        rest = by_seq[~pick]
+        return self.seq_sorted_in_queue_order(by_seq[pick], t), rest[self.alive[rest]]
+
+    def in_queue_order_few(self, rows: np.ndarray, t: float) -> np.ndarray:
+        """`in_queue_order` for a few rows (the candidates): sorted by seq here, not walked in the store's order."""
+        return self.seq_sorted_in_queue_order(rows[np.argsort(self.num[rows, 3])], t)
+
+    def seq_sorted_in_queue_order(self, rows: np.ndarray, t: float) -> np.ndarray:
+        """Rows given in seq order, in queue order at t."""
+        if rows.size < 2:
+            return rows
+        num = self.num[rows]
+        backoff = num[:, 1]
+        key = np.where(backoff > t, backoff, -np.inf)
+        prio = num[:, 2]
+        if prio.min() == prio.max():
+            return rows[np.argsort(key, kind="stable")]
+        return rows[np.lexsort((prio, key))]
 
     def accepts(self, hint: Hint, rows: np.ndarray) -> np.ndarray:
         """bool per parked row in `rows` (all hinted): the row-wise hint's answer, evaluated once per shape."""
@@ -163,12 +206,19 @@ class SchedulingQueue(Generic[T]):
         self._backoff: list[tuple[float, int, float, int, Entry[T]]] = []  # woken while backing off
         self._held: list[tuple[float, int, float, int, Entry[T]]] = []  # failed binds, until their backoff ends
         self._parked: _Parked[T] = _Parked(hint_width)
-        self._cand = np.zeros(0, dtype=np.int64)  # parked rows a hint accepted at the last wake, in park order
+        self._cand = np.zeros(0, dtype=np.int64)  # parked rows a hint accepted at the last wake
+        self._cand_t = np.nan  # `_cand` is in queue order at this time (nan: not sorted)
         self._hint: Hint | None = None
+        self._stale = False  # room may have shrunk since the candidates were last checked against the hint
         self._oldest = np.inf  # no parked pod was parked before this (a lower bound, made exact by `flush`)
         self._events = 0  # wake events so far
         self._count = 0  # entries in activeQ, backoffQ or parked
         self.failed_attempts = 0
+        # The backoff per failed attempts, up to the first count whose backoff is the cap (all later ones are).
+        capped = 1
+        while capped < 64 and pod_backoff_s(capped, backoff_initial_s, backoff_max_s) < backoff_max_s:
+            capped += 1
+        self._backoffs = pod_backoff_array(np.arange(capped + 1, dtype=float), backoff_initial_s, backoff_max_s)
 
     def __len__(self) -> int:
         return self._count
@@ -204,14 +254,16 @@ class SchedulingQueue(Generic[T]):
             while heap and heap[0][-1].where != where:
                 heapq.heappop(heap)
         while self._cand.size:
-            j, key = self._best_candidate(t)
+            key = self._best_candidate(t)
+            if key is None:
+                break
             if key[0] == 0:  # not backing off: merged with activeQ
                 if self._active and self._active[0][:3] < key[1:]:
                     break
             elif self._active or (self._backoff and self._backoff[0][:4] < key[1:]):
                 break
-            i = int(self._cand[j])
-            if self._accepted_now(j, t):
+            i = int(self._cand[0])
+            if self._accepted_now(t):
                 return self._taken(self._parked.take(i))
         for heap in (self._active, self._backoff):
             if heap:
@@ -238,17 +290,23 @@ class SchedulingQueue(Generic[T]):
         if the pod was removed meanwhile."""
         if entry.where == _GONE:
             return False
+        self._stale = True
         self._failed(entry, t)
         entry.where = _HELD
         heapq.heappush(self._held, (entry.backoff_t, -entry.priority, entry.queue_t, entry.seq, entry))
         return True
 
-    def done(self, entry: Entry[T]) -> None:
-        """The pod popped last was placed (or needs no more scheduling)."""
+    def done(self, entry: Entry[T], took_hinted_room: bool = True) -> None:
+        """The pod popped last was placed (or needs no more scheduling). `took_hinted_room`: whether it may have
+        taken room the last wake's hint looks at (the caller knows where; the simulator's hint looks only at the
+        nodes whose room grew): if not, the candidates need no new check against the hint."""
         entry.where = _GONE
+        if took_hinted_room:
+            self._stale = True
 
     def remove(self, entry: Entry[T]) -> None:
         """The pod is gone (deleted, or bound by someone else) wherever it is."""
+        self._stale = True
         if entry.where in (_ACTIVE, _BACKOFF, _HELD):  # left in its heap, skipped when popped
             self._count -= 1
         elif entry.where == _PARKED:
@@ -276,8 +334,10 @@ class SchedulingQueue(Generic[T]):
         if hinted.size:
             ok[hinted] = p.accepts(accept, hinted)
         self._cand = np.flatnonzero(ok)
+        self._cand_t = np.nan
         self._hint = accept
-        self._fail_in_place(np.flatnonzero(p.alive[:n] & ~ok), t)
+        self._stale = True
+        self._fail_in_place(p.alive[:n] & ~ok, t)
         return int(self._cand.size)
 
     def flush(self, t: float) -> int:
@@ -316,72 +376,72 @@ class SchedulingQueue(Generic[T]):
 
     # --- internals ---------------------------------------------------------------------------------------
 
-    def _best_candidate(self, t: float) -> tuple[int, tuple]:  # type: ignore[type-arg]
-        """The candidate that comes first (its position in `_cand`), and its key in the heaps' terms, led by 0 if
-        it is done backing off (merged with activeQ) or 1 (ordered with backoffQ)."""
-        self._cand = self._cand[self._parked.alive[self._cand]]  # removed meanwhile
-        num = self._parked.num[self._cand]
-        j = self._first(num, t)
-        queue_t, backoff_t, neg_prio, seq, _ = num[j].tolist()
-        backing = backoff_t > t
-        if backing:
-            return j, (1, backoff_t, int(neg_prio), queue_t, int(seq))
-        return j, (0, int(neg_prio), queue_t, int(seq))
+    def _best_candidate(self, t: float) -> tuple | None:  # type: ignore[type-arg]
+        """The key of the candidate that comes first (`_cand[0]`) in the heaps' terms, led by 0 if it is done
+        backing off (merged with activeQ) or 1 (ordered with backoffQ); None if no candidate is left. Candidates
+        are sorted once per time: until a candidate leaves or fails in place, their order does not change."""
+        p = self._parked
+        if self._cand_t != t:
+            cand = self._cand[p.alive[self._cand]]
+            self._cand = p.in_queue_order_few(cand, t)
+            self._cand_t = t
+            self._stale = True  # the cluster may have changed since the last time
+        cand = self._cand
+        if cand.size and not p.alive[cand[0]]:  # removed meanwhile
+            cand = self._cand = cand[p.alive[cand]]
+        if not cand.size:
+            return None
+        queue_t, backoff_t, neg_prio, seq, _ = p.num[cand[0]].tolist()
+        if backoff_t > t:
+            return 1, backoff_t, int(neg_prio), queue_t, int(seq)
+        return 0, int(neg_prio), queue_t, int(seq)
 
-    @staticmethod
-    def _first(num: np.ndarray, t: float) -> int:
-        """The row `_order` puts first, in O(rows) instead of a sort (called on every pop while candidates are
-        left): keys compared exactly as the sort does, and seqs are unique, so it is the same row."""
-        backing = num[:, 1] > t
-        idx = np.flatnonzero(~backing)
-        if not idx.size:
-            idx = np.flatnonzero(num[:, 1] == num[:, 1].min())
-        prio = num[idx, 2]
-        idx = idx[prio == prio.min()]
-        return int(idx[np.argmin(num[idx, 3])])
+    def _mask(self, rows: np.ndarray) -> np.ndarray:
+        chosen = np.zeros(len(self._parked), dtype=bool)
+        chosen[rows] = True
+        return chosen
 
-    @staticmethod
-    def _order(num: np.ndarray, t: float) -> np.ndarray:
-        """Parked rows in the order the queue would try them at t: done backing off by (priority, queue time,
-        seq), then the others by (backoff end, priority, queue time, seq)."""
-        if num.shape[0] < 2:
-            return np.zeros(num.shape[0], dtype=np.int64)
-        backing = num[:, 1] > t
-        # Seqs are handed out in time order whenever a pod enters the queue or fails, so seq order is also
-        # queue-time order: the queue time needs no sort key of its own.
-        return np.lexsort((num[:, 3], num[:, 2], np.where(backing, num[:, 1], 0.0), backing))
-
-    def _fail_in_place(self, rows: np.ndarray, t: float) -> None:
-        """Parked pods that a retry at t would find fitting nowhere: one more failed attempt each, as if popped
-        and parked again (queue time t, a longer backoff, a new seq in the order they would have been tried: pods
-        that keep failing fall behind the others that share their queue time, as upstream)."""
+    def _fail_in_place(self, chosen: np.ndarray, t: float) -> None:
+        """Parked pods (where `chosen`, bool per row, is set) that a retry at t would find fitting nowhere: one
+        more failed attempt each, as if popped and parked again (queue time t, a longer backoff, a new seq in the
+        order they would have been tried: pods that keep failing fall behind the others that share their queue
+        time, as upstream)."""
+        p = self._parked
+        rows, rest = p.in_queue_order(chosen, t)
         if not rows.size:
             return
-        num = self._parked.num
-        rows = rows[self._order(num[rows], t)]
+        num = p.num
         num[rows, 3] = np.arange(self._seq, self._seq + rows.size)
         self._seq += int(rows.size)
+        p.by_seq = np.concatenate((rest, rows))
         attempts = num[rows, 4] + 1
         num[rows, 4] = attempts
         num[rows, 0] = t
-        num[rows, 1] = t + pod_backoff_array(attempts, self.backoff_initial_s, self.backoff_max_s)
+        table = self._backoffs
+        num[rows, 1] = t + table[np.minimum(attempts, table.size - 1).astype(np.int64)]
         self.failed_attempts += int(rows.size)
 
-    def _accepted_now(self, j: int, t: float) -> bool:
-        """Whether the hint still accepts candidate `j` against the cluster as it is now; takes it out of the
-        candidates either way. Every other candidate the hint no longer accepts fails in place (room only
-        shrinks until the next event, so its turn would find no room)."""
-        p = self._parked
+    def _accepted_now(self, t: float) -> bool:
+        """Whether the hint still accepts the first candidate against the cluster as it is now; takes it out of
+        the candidates either way. Every other candidate the hint no longer accepts fails in place (room only
+        shrinks until the next event, so its turn would find no room). Room shrinks only when a pod is placed
+        (`done`) where the hint looks: until then every candidate left is still accepted, and the hint is not asked
+        again."""
         cand = self._cand
+        if not self._stale:
+            self._cand = cand[1:]
+            return True
+        self._stale = False
+        p = self._parked
+        cand = cand[p.alive[cand]]
         ok = ~p.hinted[cand]
         hinted = np.flatnonzero(p.hinted[cand])
         if hinted.size and self._hint is not None:
             ok[hinted] = p.accepts(self._hint, cand[hinted])
-        accepted = bool(ok[j])
-        dropped = ~ok
-        dropped[j] = not accepted
-        self._fail_in_place(cand[dropped], t)
-        ok[j] = False
+        accepted = bool(ok[0])
+        if not ok.all():  # most checks drop none: no pass over the parked store then
+            self._fail_in_place(self._mask(cand[~ok]), t)
+        ok[0] = False
         self._cand = cand[ok]
         return accepted
 

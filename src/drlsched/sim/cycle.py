@@ -32,6 +32,7 @@ class SchedulingCycle:
         self.signals = signals
         self.queue: SchedulingQueue[Run] = SchedulingQueue(*backoff, hint_width=REQUEST_ROW)
         self.freed: set[int] = set()  # nodes whose room grew since the last scheduling pass
+        self.hint_nodes: set[int] = set()  # the nodes the last wake's hint looks at
         self.pending_count = 0  # pods waiting to be bound (in the queue or being relocated)
 
     def enqueue(self, run: Run, t: float) -> None:
@@ -49,6 +50,7 @@ class SchedulingCycle:
         q = self.queue
         if self.freed:
             if q.parked:
+                self.hint_nodes = self.freed
                 q.wake(t, self._fit_hint(self.freed))
             self.freed = set()
         if q.parked and q.next_change() <= t:
@@ -94,7 +96,7 @@ class SchedulingCycle:
             if decision is None:
                 q.park(entry, t)
                 continue
-            q.done(entry)
+            q.done(entry, took_hinted_room=decision.node in self.hint_nodes)
             run.entry = None
             self.pending_count -= 1
             self.bind(run, decision, ctx.options, t)
