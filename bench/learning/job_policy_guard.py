@@ -1,6 +1,7 @@
 """Issue 24 §4: the learned job policy's distribution-shift guard, measured: the policy trained at load 0.85 with
 and without its guard (`ppo:PATH` vs `ppo:PATH:fallback=none`) against the best tuned heuristic (its fallback) on
-`tpch` at the training load, the shifted loads 0.7 and 0.95, a far shift (load 1.2), Decima's batch of 20 (fewer jobs than the guard's window: never judged) and a batch of 60.
+`tpch` at the training load, the shifted loads 0.7 and 0.95, a far shift (load 1.2), Decima's batch of 20 (fewer
+jobs than the guard's window: never judged) and a batch of 60.
 
 Seeds: evaluation seeds 0…N−1 (held out, as in job_policy_compare.py). Per setting and policy: mean ± 95% CI of
 mean and P99 JCT; paired ratios to the best heuristic and guarded/unguarded; the guarded runs' share of
