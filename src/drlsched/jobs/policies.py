@@ -131,7 +131,8 @@ LEARNED = "ppo"  # ppo:DIR/policy.pt, a learned job policy (`drlsched train-jobs
 
 def make_job_policy(spec: str) -> JobPolicy:
     """A policy from its name, with a parameter after a colon: `weighted-fair:-1` (α), `fair:1.5` (share),
-    `ppo:DIR/policy.pt` (a learned job policy, drlsched.rl.job_policy)."""
+    `ppo:DIR/policy.pt[:fallback=NAME]` (a learned job policy behind its distribution-shift guard,
+    drlsched.rl.job_policy and job_guard)."""
     name, _, param = spec.partition(":")
     if name == LEARNED:
         if not param:

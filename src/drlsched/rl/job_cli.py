@@ -15,6 +15,7 @@ from drlsched.cli_args import make_output_dir, non_negative_int, positive_float,
 from drlsched.errors import UserError
 from drlsched.jobs.policies import make_job_policy
 from drlsched.jobs.workload import DEFAULT_DURATION_S, DEFAULT_NODES, JobSource, check_source
+from drlsched.rl.job_guard import training_range
 
 DEFAULT_PRESET = "jct"
 
@@ -102,10 +103,12 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     if s.imitation_episodes:
         imitation = imitate(net, source, s, log)
     imitation_s = time.perf_counter() - t0
+    bounds = training_range(source, s.seed)
     meta: dict[str, Any] = {"workload": source.name, "nodes": source.nodes, "load": source.load,
                             "duration_s": source.duration_s, "reward_preset": args.reward_preset,
                             "reward": weights.to_dict(), "settings": s.to_dict(), "imitation": imitation,
-                            "started_from": args.load_policy, "parent_meta": header["meta"] if header else None}
+                            "started_from": args.load_policy, "parent_meta": header["meta"] if header else None,
+                            "guard_range": None if bounds is None else bounds.to_dict()}
     best: dict[str, float] = {}
 
     def on_best(model: JobNet, jct: float, update: int) -> None:  # the checkpoint is the best on validation

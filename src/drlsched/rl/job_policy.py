@@ -14,6 +14,7 @@ meta: training facts, state, sha256.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -178,8 +179,25 @@ def _spec(p: Path, raw: object) -> JobNetSpec:
     return JobNetSpec(raw["hidden"], raw["rounds"])
 
 
-def load_job_policy(path: str) -> LearnedJobPolicy:
+def load_job_policy(param: str) -> JobPolicy:
+    """`PATH[:fallback=NAME]`: the policy behind the distribution-shift guard (`rl.job_guard`) with NAME
+    (default `weighted-fair:-2`) as its fallback; `fallback=none` serves it unguarded."""
+    from drlsched.jobs.policies import make_job_policy
+    from drlsched.rl.job_guard import DEFAULT_FALLBACK, GuardedJobPolicy, range_for
+
+    path, sep, fallback = param.partition(":fallback=")
     torch.set_num_threads(1)
-    net, _ = load_job_net(path)
-    return LearnedJobPolicy(net, name=f"ppo:{path}")
+    net, header = load_job_net(path)
+    learned = LearnedJobPolicy(net, name=f"ppo:{param}")
+    if sep and fallback == "none":
+        return learned
+    if fallback.partition(":")[0] == "ppo":
+        raise UserError(f"job policy ppo:{param}: the fallback must be a heuristic, not a learned policy")
+    chosen = make_job_policy(fallback or DEFAULT_FALLBACK)
+    bounds = range_for(Path(path), header["meta"])
+    if bounds is None:
+        logging.getLogger("drlsched.jobs").warning("%s: its training episodes filled no guard window: served "
+                                                   "unguarded", path)
+        return learned
+    return GuardedJobPolicy(learned, chosen, bounds)
 
