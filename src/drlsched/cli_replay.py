@@ -12,6 +12,7 @@ from drlsched.cli_args import non_negative_int, positive_float
 from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
+from drlsched.jobs import cli as jobs_cli
 from drlsched.metrics import ANOMALY_KEYS, METRIC_KEYS, metric_value, null_warning
 
 LAG_WARN_S = 2.0  # workload seconds; below the 5 s pending-time SLA and a pod's 1 s cold start in the simulator
@@ -30,14 +31,10 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
     return kubernetes.client.CoreV1Api(client)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def connect(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The CoreV1Api of --kubeconfig, with --namespace created if missing."""
     import kubernetes
 
-    from drlsched.replay import placement_warning, replay
-
-    reclaim = reclaim_config(args)
-    factory = workload_source(args)
-    workload = factory(args.seed)
     core = _api(args.kubeconfig)
     try:
         core.read_namespace(args.namespace)
@@ -47,6 +44,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         core.create_namespace({"metadata": {"name": args.namespace}})
     except Exception as err:  # connection refused, TLS errors: the cluster is not there
         raise UserError(f"cannot reach the cluster in {args.kubeconfig}: {err}") from None
+    return core
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from drlsched.replay import placement_warning, replay
+
+    if jobs_cli.is_job_workload(args):  # jobs of stages of tasks, executors admitted by `drlsched admit`
+        return jobs_cli.replay(args, connect)
+    if args.job_policy:
+        raise UserError("--job-policy needs a job workload: --scenario tpch, or --trace DIR --trace-format "
+                        "spark-profiles")
+    reclaim = reclaim_config(args)
+    factory = workload_source(args)
+    workload = factory(args.seed)
+    core = connect(args)
     if reclaim.enabled:
         try:
             kubernetes.client.CustomObjectsApi(core.api_client).list_cluster_custom_object(
@@ -102,6 +116,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "(compressed by --speedup), wait for them, and compute the same metrics as "
                                    "the simulator from the observed timeline.")
     add_workload_arguments(p)
+    jobs_cli.add_job_arguments(p, many=False)
+    jobs_cli.extend_trace_formats(p)
     p.add_argument("--kubeconfig", required=True, metavar="PATH", help="kubeconfig of the cluster")
     p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="default",
                    help="who places the pods: the cluster's kube-scheduler (default, or configured with the "
