@@ -24,11 +24,15 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
 
     if not Path(kubeconfig).is_file():
         raise UserError(f"kubeconfig {kubeconfig} does not exist")
+    from drlsched.k8s.client import POOL_SIZE
+
+    config = kubernetes.client.Configuration()
     try:
-        client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
     except Exception as err:  # the client raises several unrelated types for a bad file
         raise UserError(f"cannot load kubeconfig {kubeconfig}: {err}") from None
-    return kubernetes.client.CoreV1Api(client)
+    config.connection_pool_maxsize = POOL_SIZE  # pod writes, the watch and (with --job-policy) the admit controller
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
 
 
 def connect(args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -42,6 +42,7 @@ class FifoCluster:
         self.gated.sort(key=lambda p: (p.job, p.name))
         while self.gated and len(self.released) < self.pool:
             pod = self.gated.pop(0)
+            pod.released = t
             self.released.add(pod.name)
             heapq.heappush(self.starts, (t + self.start_s, pod.name))
 

@@ -49,7 +49,7 @@ from drlsched.replay import CREATE_THREADS, POD_LABEL, _delete_run, _Watcher
 
 log = logging.getLogger("drlsched.replay")
 ADMIT_PERIOD_S = 0.5  # wall seconds between controller passes when nothing asks for one sooner
-ADMIT_GAP_S = 0.05  # the least wall time between two passes (each lists the namespace's pods)
+ADMIT_GAP_S = 0.1  # the least wall time between two passes (each lists the namespace's pods)
 
 
 @dataclass
@@ -57,10 +57,12 @@ class ExecutorPod:
     name: str
     job: int
     created: float  # workload seconds when its create went out
+    released: float = -1.0  # when the controller's pass that removed its gate began
     bound: float = -1.0
     running: float = -1.0
     executor: Executor | None = None
     deleted: bool = False  # its delete went out
+    seen: bool = False  # the watch has shown it
     gone: bool = False  # the API says it is deleted or ended
 
 
@@ -150,10 +152,14 @@ class LiveJobEngine(JobEngine):
                 self._delete(pod)
         return created
 
-    def pod_event(self, name: str, node: str, phase: str | None, deleted: bool, t: float) -> None:
+    def pod_event(self, name: str, node: str, phase: str | None, deleted: bool, t: float) -> bool:
+        """A change the watch saw; whether the controller has something new to decide (a pod it can release
+        landed, or one that held an executor is gone)."""
         pod = self.pods.get(name)
         if pod is None or pod.gone:
-            return
+            return False
+        first = not pod.seen
+        pod.seen = True
         if deleted or phase in ("Succeeded", "Failed"):
             pod.gone = True
             if pod.executor is None:  # never joined: it no longer serves its job's pending tasks
@@ -163,12 +169,13 @@ class LiveJobEngine(JobEngine):
                 self.dirty = True
             elif not pod.deleted:
                 log.warning("executor pod %s ended under a running job: its executor stays counted", name)
-            return
+            return True
         if node and pod.bound < 0:
             pod.bound = t
         if phase == "Running" and pod.running < 0 and not pod.deleted:
             pod.running = t
             self._join(pod, t)
+        return first
 
     def _join(self, pod: ExecutorPod, t: float) -> None:
         """Its pod runs: the executor joins its job (the engine's executor-ready), or the pod goes unused."""
@@ -247,7 +254,7 @@ class _Admit(threading.Thread):
         self.controller, self.engine, self.clock = controller, engine, clock
         self.wake = threading.Event()
         self.stopping = threading.Event()
-        self.limits: queue.Queue[tuple[dict[str, float | None], float]] = queue.Queue()
+        self.passes_out: queue.Queue[tuple[dict[str, float | None], list[str], float]] = queue.Queue()
         self.passes = 0
 
     def run(self) -> None:
@@ -257,6 +264,7 @@ class _Admit(threading.Thread):
             if self.stopping.is_set():
                 return
             began = time.monotonic()
+            at = self.clock()
             self.controller.meta = self.engine.meta
             try:
                 result = self.controller.step()
@@ -264,7 +272,7 @@ class _Admit(threading.Thread):
                 log.warning("admit pass failed: %s", err)
             else:
                 self.passes += 1
-                self.limits.put((result.limits, self.clock()))
+                self.passes_out.put((result.limits, result.released, at))
             time.sleep(max(0.0, ADMIT_GAP_S - (time.monotonic() - began)))
 
     def stop(self) -> None:
@@ -286,7 +294,8 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
                 progress: Callable[[int, int], None] | None = None) -> JobReplayResult:
     """Replay the jobs on the cluster behind `core` with the admit controller under `job_policy`; the engine's
     metric keys plus the replay's (executor start latency, passes). Stops when every job has finished, at
-    `horizon_s` workload seconds, or when pods wait `pending_timeout_s` wall seconds with no pod event."""
+    `horizon_s` workload seconds, or when jobs wait `pending_timeout_s` wall seconds with no task running and no
+    pod event."""
     if not (math.isfinite(speedup) and speedup > 0):
         raise UserError(f"--speedup must be a positive number, got {speedup}")
     run_id = uuid.uuid4().hex[:10]
@@ -309,6 +318,7 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
     admit.start()
     engine.start()
     last_event = 0.0
+    tasks_seen = 0
     try:
         while True:
             if ops.refused:
@@ -324,27 +334,34 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
                     batch.append(events.get_nowait())
             except queue.Empty:
                 pass
+            news = False
             for name, node, phase, at, deleted in batch:  # each at its own time, after the engine's before it
                 engine.advance(at * speedup)
                 engine.clock_to(at * speedup)
-                engine.pod_event(name, node, phase, deleted, at * speedup)
+                news = engine.pod_event(name, node, phase, deleted, at * speedup) or news
                 last_event = at
-            while not admit.limits.empty():
-                limits, at = admit.limits.get_nowait()
+            while not admit.passes_out.empty():
+                limits, released, at = admit.passes_out.get_nowait()
                 engine.advance(at * speedup)
                 engine.clock_to(at * speedup)
                 engine.set_limits(limits, at * speedup)
+                for key in released:
+                    pod = engine.pods.get(key.partition("/")[2])
+                    if pod is not None:
+                        pod.released = at * speedup
             now = clock()
             engine.advance(now * speedup)
             engine.clock_to(now * speedup)
-            if engine.reconcile(now * speedup) or engine.dirty or batch:
+            engine.reconcile(now * speedup)
+            if news:
                 admit.wake.set()
             if progress is not None:
                 progress(len(engine.acc.jct), len(arrivals))
-            waiting = any(engine.unready.get(j.ident) for j in engine.active)
-            if waiting and now - last_event > pending_timeout_s:
-                log.warning("no executor pod moved for %.0f s: stopping (is kube-scheduler running, and do the "
-                            "executors fit the nodes?)", pending_timeout_s)
+            if engine.running or engine.acc.tasks_done != tasks_seen or not engine.active:
+                tasks_seen, last_event = engine.acc.tasks_done, now
+            if now - last_event > pending_timeout_s:  # jobs wait, yet no task runs and no pod moved: stuck
+                log.warning("nothing ran and no executor pod moved for %.0f s: stopping (is kube-scheduler "
+                            "running, and do the executors fit the nodes?)", pending_timeout_s)
                 break
     finally:
         admit.stop()
@@ -361,9 +378,9 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
 
 
 def start_latency(pods: Sequence[ExecutorPod]) -> dict[str, float | None]:
-    """Workload seconds from an executor pod's creation to its Running (the simulator's cold start, plus the wait
-    for the controller's release and the bind): median and P99 over the pods that ran."""
-    starts = [p.running - p.created for p in pods if p.running >= 0]
+    """Workload seconds from the controller's release of an executor pod to its Running (the replay's cold start:
+    the gate patch, kube-scheduler's bind, KWOK's start, the watch): median and P99 over the pods that ran."""
+    starts = [p.running - p.released for p in pods if p.running >= 0 <= p.released]
     if not starts:
         return {"executor_start_p50_s": None, "executor_start_p99_s": None}
     return {"executor_start_p50_s": float(np.percentile(starts, 50)),
