@@ -17,11 +17,14 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import kubernetes
 import numpy as np
 
+from drlsched.jobs.engine import JobEngine
+from drlsched.jobs.policies import make_job_policy
 from drlsched.jobs.replay import replay_jobs
 from drlsched.jobs.workload import JobSource, run_jobs
 from drlsched.machine import machine_info
@@ -37,6 +40,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", type=int, default=50)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--duration", type=float, default=1800.0, help="arrival window, workload seconds")
     p.add_argument("--load", type=float, default=0.85)
     p.add_argument("--speedup", type=float, default=10.0)
@@ -46,6 +50,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replay_jobs.json")
     args = p.parse_args()
     source = JobSource(nodes=args.nodes, duration_s=args.duration, load=args.load)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     cfg = source.config()
     build()
     state = Path(tempfile.mkdtemp(prefix="drlsched-replay-jobs-"))
@@ -57,21 +62,31 @@ def main() -> None:
         api = bed.api_client()
         core = kubernetes.client.CoreV1Api(api)
         for policy in args.policies.split(","):
-            for seed in range(args.seeds):
+            for seed in seeds:
                 namespace = f"r{len(runs)}"
                 core.create_namespace({"metadata": {"name": namespace}})
                 real = replay_jobs(source.arrivals(seed), cfg, policy, core, namespace=namespace,
                                    speedup=args.speedup, seed=seed).metrics
                 sim = run_jobs(source, policy, seed)
                 row: dict[str, object] = {"policy": policy, "seed": seed, "jobs": sim["jobs"]}
-                for key in (*KEYS, "jobs_finished", "executor_starts", "executor_util"):
+                for key in (*KEYS, "jobs_finished", "executor_starts", "executor_util", "cluster_util"):
                     row[f"sim_{key}"] = sim[key]
                     row[f"replay_{key}"] = real[key]
                 for key in KEYS:
                     row[f"ratio_{key}"] = (float(real[key]) / float(sim[key])  # type: ignore[arg-type]
                                            if real[key] and sim[key] else None)
-                for key in ("executor_start_p50_s", "executor_start_p99_s", "wall_s", "admit_passes",
-                            "executor_pods"):
+                # The simulator again with the replay's measured start-up as its cold start: how much of the
+                # difference that start-up explains.
+                p50, p99 = real["executor_start_p50_s"], real["executor_start_p99_s"]
+                if p50 is not None and p99 is not None:
+                    spread = max(0.0, float(p99) - float(p50)) / 2.33  # a normal's P99 is 2.33 σ above its mean
+                    slow = replace(cfg, startup_mean_s=float(p50), startup_std_s=spread)
+                    again = JobEngine(source.arrivals(seed), make_job_policy(policy), slow, seed).run()
+                    for key in KEYS:
+                        row[f"sim_at_replay_start_{key}"] = again[key]
+                for key in ("executor_start_p50_s", "executor_start_p99_s", "release_to_bind_p50_s",
+                            "bind_to_running_p50_s", "driver_delay_p99_s", "pod_write_lag_p50_s",
+                            "pod_write_lag_p99_s", "wall_s", "admit_passes", "executor_pods"):
                     row[key] = real[key]
                 runs.append(row)
                 print(json.dumps(row), flush=True)
@@ -90,7 +105,7 @@ def main() -> None:
             cell[f"ratio_{key}"] = r / s if r and s else None  # ratio of the means over the seeds
         cell["executor_start_p50_s"] = float(np.mean([float(r["executor_start_p50_s"]) for r in rows]))  # type: ignore[arg-type]
         summary[policy] = cell
-    result = {"meta": {"nodes": args.nodes, "executors": cfg.executors, "seeds": list(range(args.seeds)),
+    result = {"meta": {"nodes": args.nodes, "executors": cfg.executors, "seeds": seeds,
                        "duration_s": args.duration, "load": args.load, "speedup": args.speedup,
                        "wall_s": time.perf_counter() - t0, "machine": machine_info()},
               "summary": summary, "runs": runs}

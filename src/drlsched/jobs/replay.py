@@ -213,10 +213,12 @@ class KubePods:
     at a few hundred pods a second)."""
 
     def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str, run_id: str,
-                 scheduler_name: str = "default-scheduler") -> None:
+                 scheduler_name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
         self.core, self.namespace, self.run_id, self.scheduler_name = core, namespace, run_id, scheduler_name
         self.pool = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="drlsched-replay-pods")
         self.refused: list[str] = []
+        self.clock = clock
+        self.lags: list[float] = []  # wall seconds from asking for a write to its answer (queue included)
 
     def create(self, pod: ExecutorPod, job: Job) -> None:
         m = pod_manifest(pod.name, f"{job.spec.executor_cpu_m}m", f"{job.spec.executor_mem_mib}Mi", duration=None,
@@ -224,13 +226,13 @@ class KubePods:
         m["spec"]["schedulingGates"] = [{"name": GATE}]
         if self.scheduler_name != "default-scheduler":
             m["spec"]["schedulerName"] = self.scheduler_name
-        self.pool.submit(self._call, self.core.create_namespaced_pod, pod.name, self.namespace, m)
+        self.pool.submit(self._call, self.clock(), self.core.create_namespaced_pod, pod.name, self.namespace, m)
 
     def delete(self, pod: ExecutorPod) -> None:
-        self.pool.submit(self._call, self.core.delete_namespaced_pod, pod.name, pod.name, self.namespace,
-                         grace_period_seconds=0)
+        self.pool.submit(self._call, self.clock(), self.core.delete_namespaced_pod, pod.name, pod.name,
+                         self.namespace, grace_period_seconds=0)
 
-    def _call(self, fn: Callable[..., object], name: str, *args: object, **kwargs: object) -> None:
+    def _call(self, asked: float, fn: Callable[..., object], name: str, *args: object, **kwargs: object) -> None:
         try:
             resp = fn(*args, _preload_content=False, **kwargs)
             resp.read()  # type: ignore[attr-defined]
@@ -240,6 +242,7 @@ class KubePods:
                 self.refused.append(f"the API refused pod {name}: {err.status} {err.reason}")
         except urllib3.exceptions.HTTPError as err:
             self.refused.append(f"cannot reach the API for pod {name}: {err}")
+        self.lags.append(self.clock() - asked)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -299,17 +302,17 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
     if not (math.isfinite(speedup) and speedup > 0):
         raise UserError(f"--speedup must be a positive number, got {speedup}")
     run_id = uuid.uuid4().hex[:10]
-    ops = KubePods(core, namespace, run_id, scheduler_name)
-    engine = LiveJobEngine(arrivals, job_policy, config, ops, run_id, seed)
-    # Events would double the API writes per executor start on a small testbed; the replay measures, it posts none.
-    recorder = EventRecorder(None, COMPONENT, post=lambda path, body: None)
-    controller = AdmitController(core.api_client, make_job_policy(job_policy), executors=config.executors,
-                                 namespace=namespace, recorder=recorder)
     t0 = time.monotonic()
 
     def clock() -> float:
         return time.monotonic() - t0
 
+    ops = KubePods(core, namespace, run_id, scheduler_name, clock)
+    engine = LiveJobEngine(arrivals, job_policy, config, ops, run_id, seed)
+    # Events would double the API writes per executor start on a small testbed; the replay measures, it posts none.
+    recorder = EventRecorder(None, COMPONENT, post=lambda path, body: None)
+    controller = AdmitController(core.api_client, make_job_policy(job_policy), executors=config.executors,
+                                 namespace=namespace, recorder=recorder)
     events: queue.Queue = queue.Queue()
     watcher = _Watcher(core, namespace, run_id, clock, events)
     admit = _Admit(controller, engine, clock)
@@ -319,6 +322,7 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
     engine.start()
     last_event = 0.0
     tasks_seen = 0
+    delays: list[float] = []  # workload seconds between a pod event's arrival and the driver acting on it
     try:
         while True:
             if ops.refused:
@@ -340,6 +344,8 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
                 engine.clock_to(at * speedup)
                 news = engine.pod_event(name, node, phase, deleted, at * speedup) or news
                 last_event = at
+            if batch:
+                delays.append((clock() - batch[0][3]) * speedup)
             while not admit.passes_out.empty():
                 limits, released, at = admit.passes_out.get_nowait()
                 engine.advance(at * speedup)
@@ -372,6 +378,10 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
     wall = clock()
     metrics: dict[str, object] = dict(engine.finish(wall))
     metrics.update(start_latency(list(engine.pods.values())))
+    metrics["driver_delay_p99_s"] = float(np.percentile(delays, 99)) if delays else None
+    lags = np.asarray(ops.lags) * speedup
+    metrics["pod_write_lag_p50_s"] = float(np.percentile(lags, 50)) if lags.size else None
+    metrics["pod_write_lag_p99_s"] = float(np.percentile(lags, 99)) if lags.size else None
     metrics.update({"source": "replay", "speedup": speedup, "wall_s": wall, "admit_passes": admit.passes,
                     "executor_pods": next(engine.names)})
     return JobReplayResult(metrics, list(engine.acc.jct))
@@ -380,8 +390,11 @@ def replay_jobs(arrivals: Sequence[JobArrival], config: EngineConfig, job_policy
 def start_latency(pods: Sequence[ExecutorPod]) -> dict[str, float | None]:
     """Workload seconds from the controller's release of an executor pod to its Running (the replay's cold start:
     the gate patch, kube-scheduler's bind, KWOK's start, the watch): median and P99 over the pods that ran."""
-    starts = [p.running - p.released for p in pods if p.running >= 0 <= p.released]
-    if not starts:
-        return {"executor_start_p50_s": None, "executor_start_p99_s": None}
-    return {"executor_start_p50_s": float(np.percentile(starts, 50)),
-            "executor_start_p99_s": float(np.percentile(starts, 99))}
+    ran = [p for p in pods if p.running >= 0 <= p.released and p.bound >= 0]
+    out: dict[str, float | None] = {}
+    for key, values in (("executor_start", [p.running - p.released for p in ran]),
+                        ("release_to_bind", [p.bound - p.released for p in ran]),
+                        ("bind_to_running", [p.running - p.bound for p in ran])):
+        out[f"{key}_p50_s"] = float(np.percentile(values, 50)) if values else None
+        out[f"{key}_p99_s"] = float(np.percentile(values, 99)) if values else None
+    return out
