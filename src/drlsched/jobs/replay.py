@@ -215,7 +215,9 @@ class KubePods:
     def __init__(self, core: kubernetes.client.CoreV1Api, namespace: str, run_id: str,
                  scheduler_name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
         self.core, self.namespace, self.run_id, self.scheduler_name = core, namespace, run_id, scheduler_name
-        self.pool = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="drlsched-replay-pods")
+        self.pool = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="drlsched-replay-create")
+        # Deletes free executors the controller counts until they are gone: a burst of creates must not delay them.
+        self.deletes = ThreadPoolExecutor(CREATE_THREADS // 2, thread_name_prefix="drlsched-replay-delete")
         self.refused: list[str] = []
         self.clock = clock
         self.lags: list[float] = []  # wall seconds from asking for a write to its answer (queue included)
@@ -229,8 +231,8 @@ class KubePods:
         self.pool.submit(self._call, self.clock(), self.core.create_namespaced_pod, pod.name, self.namespace, m)
 
     def delete(self, pod: ExecutorPod) -> None:
-        self.pool.submit(self._call, self.clock(), self.core.delete_namespaced_pod, pod.name, pod.name,
-                         self.namespace, grace_period_seconds=0)
+        self.deletes.submit(self._call, self.clock(), self.core.delete_namespaced_pod, pod.name, pod.name,
+                            self.namespace, grace_period_seconds=0)
 
     def _call(self, asked: float, fn: Callable[..., object], name: str, *args: object, **kwargs: object) -> None:
         try:
@@ -246,6 +248,7 @@ class KubePods:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.deletes.shutdown(wait=True, cancel_futures=True)
 
 
 class _Admit(threading.Thread):
