@@ -14,6 +14,7 @@ from drlsched.cli_args import non_negative_int, positive_float
 from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
+from drlsched.jobs import cli as jobs_cli
 from drlsched.metrics import ANOMALY_KEYS, METRIC_KEYS, metric_value, null_warning
 
 LAG_WARN_S = 2.0  # workload seconds; below the 5 s pending-time SLA and a pod's 1 s cold start in the simulator
@@ -25,15 +26,19 @@ def _api(kubeconfig: str):  # type: ignore[no-untyped-def]
 
     if not Path(kubeconfig).is_file():
         raise UserError(f"kubeconfig {kubeconfig} does not exist")
+    from drlsched.k8s.client import POOL_SIZE
+
+    config = kubernetes.client.Configuration()
     try:
-        client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
     except Exception as err:  # the client raises several unrelated types for a bad file
         raise UserError(f"cannot load kubeconfig {kubeconfig}: {err}") from None
-    return kubernetes.client.CoreV1Api(client)
+    config.connection_pool_maxsize = POOL_SIZE  # pod writes, the watch and (with --job-policy) the admit controller
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
 
 
-def _namespace(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """The cluster's API, with --namespace created if missing."""
+def connect(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The CoreV1Api of --kubeconfig, with --namespace created if missing."""
     import kubernetes
 
     core = _api(args.kubeconfig)
@@ -53,12 +58,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from drlsched.replay import placement_warning, replay
 
+    if args.job_policy and not jobs_cli.is_job_workload(args):
+        raise UserError("--job-policy needs a job workload: --scenario tpch, or --trace DIR --trace-format "
+                        "spark-profiles")
     if wants_scaler_replay(args):  # one service under a replica scaler (docs/replay.md "Scalers")
-        return cmd_replay_scaler(args, _namespace)
+        return cmd_replay_scaler(args, connect)
+    if jobs_cli.is_job_workload(args):  # jobs of stages of tasks, executors admitted by `drlsched admit`
+        return jobs_cli.replay(args, connect)
     reclaim = reclaim_config(args)
     factory = workload_source(args)
     workload = factory(args.seed)
-    core = _namespace(args)
+    core = connect(args)
     if reclaim.enabled:
         try:
             kubernetes.client.CustomObjectsApi(core.api_client).list_cluster_custom_object(
@@ -114,6 +124,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "(compressed by --speedup), wait for them, and compute the same metrics as "
                                    "the simulator from the observed timeline.")
     add_workload_arguments(p)
+    jobs_cli.add_job_arguments(p, many=False)
+    jobs_cli.extend_trace_formats(p)
     p.add_argument("--kubeconfig", required=True, metavar="PATH", help="kubeconfig of the cluster")
     p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="default",
                    help="who places the pods: the cluster's kube-scheduler (default, or configured with the "

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from drlsched.cli_args import make_output_dir, positive_float, positive_int
 from drlsched.errors import UserError
@@ -97,10 +100,7 @@ def simulate(args: argparse.Namespace) -> int:
           f"{metrics['executors']} executors, "
           f"{metrics['jobs']} jobs, {metrics['wall_s']:.2f} s wall, "
           f"{metrics['task_completions_per_s']:.0f} task completions/s)")
-    for key in metric_keys(source):
-        value = metrics[key]
-        shown = "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-        print(f"  {key:24s} {shown}")
+    print_metrics(metrics, metric_keys(source))
     warning = null_warning([metrics])
     if warning:
         print(warning, file=sys.stderr)
@@ -109,6 +109,73 @@ def simulate(args: argparse.Namespace) -> int:
         print(f"metrics written to {args.json}")
     return 0
 
+
+
+def print_metrics(metrics: dict[str, object], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = metrics[key]
+        shown = "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+        print(f"  {key:24s} {shown}")
+
+
+REPLAY_KEYS = ("executor_start_p50_s", "executor_start_p99_s")
+
+
+def replay(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any]) -> int:
+    """`drlsched replay` on a job workload: the engine drives the tasks, `drlsched admit` the executors
+    (jobs/replay.py)."""
+    from drlsched.jobs.replay import replay_jobs
+    from drlsched.k8s.objects import node_specs
+
+    source = job_source(args)
+    if source.placed:
+        raise UserError(f"replay --job-policy runs the tpch and spark-profiles job workloads, not {source.name} "
+                        "(its executors are placed by a placement policy)")
+    policy = args.job_policy or "fifo"
+    make_job_policy(policy)
+    core = connect(args)
+    nodes = node_specs(core)
+    if not nodes:
+        raise UserError("the cluster has no nodes")
+    if args.nodes is None:  # the engine's pool and bandwidth are those of the cluster's nodes
+        source = dataclasses.replace(source, nodes=len(nodes))
+    cfg = source.config()
+    arrivals = source.arrivals(args.seed)
+    cpu_m, mem_mib = (arrivals[0].spec.executor_cpu_m, arrivals[0].spec.executor_mem_mib) if arrivals else (1, 1)
+    fit = sum(min(n.cpu_m // cpu_m, n.mem_mib // mem_mib) for n in nodes)
+    if fit < cfg.executors:
+        print(f"drlsched: warning: the nodes fit {fit} executors, the workload's pool is {cfg.executors}: "
+              "executor pods will wait for room", file=sys.stderr)
+    show = not args.quiet and sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if show:
+            print(f"\rreplay: {done}/{total} jobs finished", end="", file=sys.stderr, flush=True)
+
+    result = replay_jobs(arrivals, cfg, policy, core, namespace=args.namespace, speedup=args.speedup,
+                         horizon_s=args.horizon, pending_timeout_s=args.pending_timeout, seed=args.seed,
+                         keep_pods=args.keep_pods, progress=progress)
+    if show:
+        print(file=sys.stderr)
+    metrics: dict[str, object] = {"job_policy": policy, "scenario": source.name, "seed": args.seed,
+                                  "nodes": source.nodes, "executors": cfg.executors, "jobs": len(arrivals),
+                                  "load": source.load, "batch": source.batch, **result.metrics}
+    warning = null_warning([metrics])
+    if warning:
+        print(warning, file=sys.stderr)
+    text = json.dumps(metrics, indent=2) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.json).write_text(text)
+    except OSError as err:
+        raise UserError(f"cannot write {args.json}: {err.strerror}") from None
+    print(f"{policy} on {source.name} (replay, seed {args.seed}, {cfg.executors} executors, {len(arrivals)} jobs, "
+          f"{metrics['wall_s']:.1f} s wall, speedup {args.speedup:g})")
+    print_metrics(metrics, (*JOB_METRIC_KEYS[:-1], *REPLAY_KEYS))
+    print(f"metrics written to {args.json}")
+    return 0
 
 
 def metric_keys(source: JobSource) -> tuple[str, ...]:

@@ -81,20 +81,29 @@ class JobEngine:
 
     def run(self) -> dict[str, float]:
         t0 = time.perf_counter()
+        self.start()
+        self.advance(self.cfg.horizon_s)
+        return self.finish(time.perf_counter() - t0)
+
+    def start(self) -> None:
         for a in self.arrivals:
             self._push(a.arrival_s, _ARRIVE, a)
+
+    def advance(self, until: float) -> bool:
+        """Runs every event up to `until` (a replay steps it on its clock, jobs/replay.py); whether none is left."""
         heap = self.heap
         io = self.io
-        horizon = self.cfg.horizon_s
         bw = self.cfg.bandwidth
         while heap or io:
             t_io = self.t + max(0.0, io[0][0] - self.vclock) * len(io) / bw if io else INF
             if heap and heap[0][0] <= t_io:
+                if heap[0][0] > until:
+                    return False
                 t, _, kind, obj, arg = heapq.heappop(heap)
             else:
+                if t_io > until:
+                    return False
                 t, kind = t_io, -1
-            if t > horizon:
-                break
             if io:
                 self.vclock += (t - self.t) * bw / len(io)
             self.t = t
@@ -108,10 +117,27 @@ class JobEngine:
                 self._ready(obj, t)  # type: ignore[arg-type]
             else:
                 self._idle_timeout(obj, arg, t)  # type: ignore[arg-type]
+        return True
+
+    def next_event_s(self) -> float:
+        """When the next event falls (INF: none left)."""
+        io = self.io
+        t_io = self.t + max(0.0, io[0][0] - self.vclock) * len(io) / self.cfg.bandwidth if io else INF
+        return min(self.heap[0][0] if self.heap else INF, t_io)
+
+    def clock_to(self, t: float) -> None:
+        """Moves the clock to `t` (no event before it left) for an event from outside, e.g. a pod that started."""
+        if t <= self.t:
+            return
+        if self.io:
+            self.vclock += (t - self.t) * self.cfg.bandwidth / len(self.io)
+        self.t = t
+
+    def finish(self, wall_s: float) -> dict[str, float]:
         for job in self.active:  # the horizon cut them off: executors still held count up to it
             for ex in job.idle:
                 self.acc.alloc_s += self.t - ex.alloc_s
-        self.acc.wall_s = time.perf_counter() - t0
+        self.acc.wall_s = wall_s
         self.acc.unfinished = len(self.active)
         return self.acc.summary(self.cfg.executors)
 
