@@ -103,10 +103,16 @@ def read_checkpoint(p: Path, kind: str) -> dict[str, Any]:
     """The dict a drlsched checkpoint file holds (after `_check_file`; loaded with `weights_only`, so nothing in it
     runs); a damaged file or one that holds no dict is a `UserError` naming `kind` (policy, packer, scaler)."""
     _check_file(p)
+    with p.open("rb") as f:
+        zipped = f.read(4) == b"PK\x03\x04"  # torch.save's format; torch's own error for anything else is a page
+    if not zipped:
+        raise UserError(f"{p} is not a readable drlsched {kind} file (not a torch checkpoint)")
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as err:  # any unpickling failure means the same thing to a user
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        text = str(err).strip()
+        first = "it holds objects other than tensors and plain data; not loaded" if "eights only load" in text \
+            else (text.splitlines()[0] if text else type(err).__name__)
         raise UserError(f"{p} is not a readable drlsched {kind} file ({first[:160]})") from None
     if not isinstance(data, dict):
         raise UserError(f"{p} is not a drlsched {kind} file")
