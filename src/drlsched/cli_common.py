@@ -174,6 +174,20 @@ def fmt(value: object) -> str:
     return str(value)
 
 
+def emit_json(dest: str, data: object) -> bool:
+    """Writes `data` as indented JSON to the file `dest`, or to stdout for "-"; True when it went to stdout (the
+    caller then prints nothing else there)."""
+    text = json.dumps(data, indent=2) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        return True
+    try:
+        Path(dest).write_text(text)
+    except OSError as err:
+        raise UserError(f"cannot write {dest}: {err.strerror}") from None
+    return False
+
+
 def write_json(path: Path, data: object) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

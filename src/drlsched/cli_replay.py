@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from drlsched.autoscale.cli_replay import cmd_replay_scaler, wants_scaler_replay
 from drlsched.autoscale.cli_simulate import add_scaler_arguments
 from drlsched.cli_args import non_negative_int, positive_float
-from drlsched.cli_common import add_workload_arguments, fmt, reclaim_config, workload_source
+from drlsched.cli_common import add_workload_arguments, emit_json, fmt, reclaim_config, workload_source
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 from drlsched.jobs import cli as jobs_cli
@@ -103,14 +102,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     metrics["policy"] = f"real:{args.scheduler}" + (f":{args.policy}" if args.policy else "")
     metrics["seed"] = args.seed
     out = to_jsonable(metrics)
-    text = json.dumps(out, indent=2) + "\n"
-    if args.json == "-":
-        sys.stdout.write(text)
-    else:
-        try:
-            Path(args.json).write_text(text)
-        except OSError as err:
-            raise UserError(f"cannot write {args.json}: {err.strerror}") from None
+    if not emit_json(args.json, out):
         print(f"{metrics['policy']} on {metrics['scenario']}: {metrics['pods']} pods in {metrics['wall_s']:.1f} s")
         for key in (*METRIC_KEYS, *ANOMALY_KEYS, "submit_lag_p99_s"):
             print(f"  {key:32s} {fmt(metric_value(metrics, key))}")

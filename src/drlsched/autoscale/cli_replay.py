@@ -4,16 +4,15 @@ simulator's run of the same window (docs/replay.md "Scalers")."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import kubernetes
 
 from drlsched.autoscale.cli_simulate import FLASH_SALE, check_scaled_arguments, scaled_inputs
 from drlsched.autoscale.driver import LEARNED_PREFIX
 from drlsched.autoscale.replay import LEAD_IN_S, SCALERS, Plan, compare, make_plan, replay_scaler, simulate_window
+from drlsched.cli_common import emit_json
 from drlsched.errors import UserError
 from drlsched.evaluate import to_jsonable
 
@@ -61,14 +60,8 @@ def cmd_replay_scaler(args: argparse.Namespace,
     out = {"scenario": args.scenario or args.load_trace, "scaler": args.scaler, "seed": args.seed,
            "real": real, "real_series": series, "sim": sim.metrics, "sim_series": sim.series,
            "sim_defaults": simulate_window(plan, as_replayed=False).metrics, "compare": compare(real, series, sim)}
-    text = json.dumps(to_jsonable(out), indent=2) + "\n"
-    if args.json == "-":
-        sys.stdout.write(text)
+    if emit_json(args.json, to_jsonable(out)):
         return 0
-    try:
-        Path(args.json).write_text(text)
-    except OSError as err:
-        raise UserError(f"cannot write {args.json}: {err.strerror}") from None
     print(f"real:{args.scaler} on {out['scenario']} (seed {args.seed}), window {real['window_s'][0]:.0f}-"
           f"{real['window_s'][1]:.0f} s at x{args.speedup:g}: real / simulated (as replayed)")
     for key, row in out["compare"].items():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.cli_args import make_output_dir, positive_float, positive_int
+from drlsched.cli_common import emit_json
 from drlsched.errors import UserError
 from drlsched.jobs import plots
 from drlsched.jobs.metrics import JOB_METRIC_KEYS, NETWORK_KEYS
@@ -163,14 +164,8 @@ def replay(args: argparse.Namespace, connect: Callable[[argparse.Namespace], Any
     warning = null_warning([metrics])
     if warning:
         print(warning, file=sys.stderr)
-    text = json.dumps(metrics, indent=2) + "\n"
-    if args.json == "-":
-        sys.stdout.write(text)
+    if emit_json(args.json, metrics):
         return 0
-    try:
-        Path(args.json).write_text(text)
-    except OSError as err:
-        raise UserError(f"cannot write {args.json}: {err.strerror}") from None
     print(f"{policy} on {source.name} (replay, seed {args.seed}, {cfg.executors} executors, {len(arrivals)} jobs, "
           f"{metrics['wall_s']:.1f} s wall, speedup {args.speedup:g})")
     print_metrics(metrics, (*JOB_METRIC_KEYS[:-1], *REPLAY_KEYS))
