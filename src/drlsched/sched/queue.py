@@ -63,9 +63,18 @@ class Entry(Generic[T]):
 
 class _Parked(Generic[T]):
     """The unschedulable pods as rows of arrays (append order = park time order), so a hint is checked against
-    all of them at once. Rows of pods that left are dead until the next compaction."""
+    all of them at once. Rows of pods that left are dead until the next compaction.
 
-    def __init__(self, width: int) -> None:
+    The lazy group: parked pods at the backoff cap that failed together at the last wake share their queue time
+    (that wake's), their backoff end (+ the cap) and their priority, and hold consecutive seqs in a block in their
+    fixed order; at the next wake they fail together again, keeping that order among themselves, and the block as a
+    whole takes one place among the other failing pods (`before_group`). So their rows are not rewritten per event:
+    a member's queue time, backoff end, seq (block start + its place in the block) and attempts (its count when it
+    joined + the group's failures since) are derived when it leaves (`leave`: it becomes a candidate, is flushed or
+    removed). Only the relative order of seqs is ever used (heap keys and the failure order compare them), so a
+    block may keep the places of members that left as gaps."""
+
+    def __init__(self, width: int, capped_attempts: int, capped_backoff: float) -> None:
         self.entries: list[Entry[T] | None] = []
         self.rows = np.zeros((16, width), dtype=np.int64)
         self.hinted = np.zeros(16, dtype=bool)
@@ -77,10 +86,22 @@ class _Parked(Generic[T]):
         self.shape = np.zeros(16, dtype=np.int64)
         self._shape_ids: dict[tuple[int, ...], int] = {}
         self.shapes = np.zeros((16, width), dtype=np.int64)
-        # The rows in seq order (dead rows included until the next reorder): seqs are handed out in increasing
-        # order, so a sort by queue order starts from nearly sorted input instead of sorting seqs again.
-        self.by_seq = np.zeros(0, dtype=np.int64)
-        self._appended: list[int] = []  # rows added since `by_seq` was last built, in seq order
+        # The lazy group. Per row: its place in `g_buf` (-1: not a member) and the group's failures when it joined
+        # (its `num` row is as of then). `g_buf[g_lo:g_hi]` are the members' rows in seq order, -1 where one left.
+        self.capped_attempts = capped_attempts  # from this many failed attempts on, the backoff is the cap
+        self.capped_backoff = capped_backoff
+        self.gpos = np.full(16, -1, dtype=np.int64)
+        self.gjoin = np.zeros(16, dtype=np.int64)
+        self._g_reset()
+
+    def _g_reset(self) -> None:
+        self.g_buf = np.full(128, -1, dtype=np.int64)
+        self.g_lo = self.g_hi = 64
+        self.g_live = 0
+        self.g_t = 0.0  # the members' queue time (the last wake's); backoff end: + capped_backoff
+        self.g_seq0 = 0  # seq of the member at g_lo
+        self.g_fails = 0
+        self.g_prio = 0.0  # -priority, as in `num`
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -97,12 +118,14 @@ class _Parked(Generic[T]):
             self.rows[i] = hint
             self.shape[i] = self._shape_id(hint)
         self.num[i] = (t, entry.backoff_t, -entry.priority, entry.seq, entry.attempts)
+        self.gpos[i] = -1
         self.live += 1
-        self._appended.append(i)  # its seq is the newest: it goes last
 
     def take(self, i: int) -> Entry[T]:
         entry = self.entries[i]
         assert entry is not None
+        if self.gpos[i] >= 0:
+            self.leave(np.array([i], dtype=np.int64))
         queue_t, backoff_t, _, seq, attempts = self.num[i].tolist()
         entry.queue_t, entry.backoff_t, entry.seq, entry.attempts = queue_t, backoff_t, int(seq), int(attempts)
         self.entries[i] = None
@@ -118,35 +141,121 @@ class _Parked(Generic[T]):
         self.entries = [self.entries[i] for i in keep.tolist()]
         for j, entry in enumerate(self.entries):
             entry.slot = j  # type: ignore[union-attr]
-        for name in ("rows", "hinted", "alive", "num", "shape"):
+        for name in ("rows", "hinted", "alive", "num", "shape", "gpos", "gjoin"):
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self.alive[m:n] = False
-        renumber = np.full(n, -1, dtype=np.int64)
-        renumber[keep] = np.arange(m)
-        by_seq = renumber[self.seq_order()]
-        self.by_seq = by_seq[by_seq >= 0]
-        self._appended = []
+        if self.g_live:
+            renumber = np.full(n, -1, dtype=np.int64)
+            renumber[keep] = np.arange(m)
+            buf = self.g_buf[self.g_lo:self.g_hi]
+            member = buf >= 0
+            buf[member] = renumber[buf[member]]
 
-    def seq_order(self) -> np.ndarray:
-        """All rows, dead ones included, in seq order."""
-        if self._appended:
-            self.by_seq = np.concatenate((self.by_seq, np.array(self._appended, dtype=np.int64)))
-            self._appended = []
-        return self.by_seq
+    def members(self, rows: np.ndarray) -> np.ndarray:
+        """The rows in `rows` that are members of the lazy group."""
+        return rows[self.gpos[rows] >= 0] if self.g_live else rows[:0]
 
-    def in_queue_order(self, chosen: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """The rows where `chosen` (bool per row) is set, in the order the queue would try them at t: done backing
-        off by (priority, seq), then the others by (backoff end, priority, seq) — seqs are handed out in time
-        order whenever a pod enters the queue or fails, so seq order is also queue-time order. Also returns the
-        other live rows, in seq order."""
-        by_seq = self.seq_order()
-        pick = chosen[by_seq]
-        rest = by_seq[~pick]
-        return self.seq_sorted_in_queue_order(by_seq[pick], t), rest[self.alive[rest]]
+    def queue_times(self, n: int) -> np.ndarray:
+        """The first n rows' queue times, derived for the group's members."""
+        out = self.num[:n, 0]
+        return np.where(self.gpos[:n] >= 0, self.g_t, out) if self.g_live else out
+
+    def leave(self, rows: np.ndarray) -> None:
+        """Members (rows) leave the group: their bookkeeping is derived and written to their rows."""
+        pos = self.gpos[rows]
+        num = self.num
+        num[rows, 0] = self.g_t
+        num[rows, 1] = self.g_t + self.capped_backoff
+        num[rows, 3] = self.g_seq0 + (pos - self.g_lo)
+        num[rows, 4] += self.g_fails - self.gjoin[rows]
+        self.g_buf[pos] = -1
+        self.gpos[rows] = -1
+        self.g_live -= int(rows.size)
+        if not self.g_live:
+            self._g_reset()
+
+    def tidy(self) -> None:
+        """Drops the gaps of members that left once they are most of the block (at a wake, before the block gets
+        new seqs: the members' order is kept, and no other pod's seq lies inside the block)."""
+        span = self.g_hi - self.g_lo
+        if span > 64 and self.g_live * 2 < span:
+            buf = self.g_buf[self.g_lo:self.g_hi]
+            self._g_relay(buf[buf >= 0], 0, 0)
+
+    def before_group(self, rows: np.ndarray, t: float) -> int:
+        """How many of `rows` (non-members, in queue order at t) the queue would try before the group's members."""
+        num = self.num[rows]
+        backoff = num[:, 1]
+        key = np.where(backoff > t, backoff, -np.inf)
+        g_backoff = self.g_t + self.capped_backoff
+        g_key = g_backoff if g_backoff > t else -np.inf
+        prio = num[:, 2]
+        gp = self.g_prio
+        less = (key < g_key) | ((key == g_key) & ((prio < gp) | ((prio == gp) & (num[:, 3] < self.g_seq0))))
+        return int(np.count_nonzero(less))
+
+    def join(self, rows: np.ndarray, capped: np.ndarray, split: int, t: float) -> None:
+        """After a wake's failures: `rows` failed at t in this order (the group's block, if any, goes between
+        rows[:split] and rows[split:]) and hold consecutive seqs around the block; `capped` says which are now at
+        the cap. Capped rows of the group's priority next to the block join it (their state is now the members'),
+        or without a group the longest run of capped rows of one priority forms one."""
+        prio = self.num[rows, 2]
+        if self.g_live:
+            ok = capped & (prio == self.g_prio)
+            no = np.flatnonzero(~ok[:split])
+            i0 = int(no[-1]) + 1 if no.size else 0
+            no = np.flatnonzero(~ok[split:])
+            j1 = split + (int(no[0]) if no.size else rows.size - split)
+            if i0 < split or j1 > split:
+                self._g_add(rows[i0:split], rows[split:j1])
+            return
+        if not capped.any():
+            return
+        start = capped.copy()
+        start[1:] &= ~capped[:-1] | (prio[1:] != prio[:-1])
+        run = np.cumsum(start)
+        run[~capped] = 0
+        length = np.bincount(run)
+        length[0] = 0
+        best = np.flatnonzero(run == int(np.argmax(length)))
+        i0, j1 = int(best[0]), int(best[-1]) + 1
+        self.g_t = t
+        self.g_seq0 = int(self.num[rows[i0], 3])
+        self.g_prio = float(prio[i0])
+        self._g_add(rows[:0], rows[i0:j1])
+
+    def _g_add(self, front: np.ndarray, back: np.ndarray) -> None:
+        k, m = int(front.size), int(back.size)
+        if self.g_lo < k or self.g_buf.size - self.g_hi < m:
+            self._g_relay(self.g_buf[self.g_lo:self.g_hi], k, m)
+        lo, hi = self.g_lo - k, self.g_hi
+        self.g_buf[lo:self.g_lo] = front
+        self.g_buf[hi:hi + m] = back
+        self.gpos[front] = np.arange(lo, self.g_lo)
+        self.gpos[back] = np.arange(hi, hi + m)
+        self.gjoin[front] = self.g_fails
+        self.gjoin[back] = self.g_fails
+        self.g_lo, self.g_hi = lo, hi + m
+        self.g_live += k + m
+        self.g_seq0 -= k
+
+    def _g_relay(self, buf: np.ndarray, front: int, back: int) -> None:
+        """The block's rows `buf` (gaps included or not) laid out afresh with room for `front` and `back` more."""
+        span = int(buf.size)
+        head = front + span // 2 + 64
+        new = np.full(head + span + back + span // 2 + 64, -1, dtype=np.int64)
+        new[head:head + span] = buf
+        member = buf >= 0
+        self.gpos[buf[member]] = head + np.flatnonzero(member)
+        self.g_buf, self.g_lo, self.g_hi = new, head, head + span
 
     def in_queue_order_few(self, rows: np.ndarray, t: float) -> np.ndarray:
-        """`in_queue_order` for a few rows (the candidates): sorted by seq here, not walked in the store's order."""
+        """The rows (not members of the group) in the order the queue would try them at t: done backing off by
+        (priority, seq), then the others by (backoff end, priority, seq) — seqs are handed out in time order
+        whenever a pod enters the queue or fails, so seq order is also queue-time order."""
+        if rows.size < 2:
+            return rows
         return self.seq_sorted_in_queue_order(rows[np.argsort(self.num[rows, 3])], t)
 
     def seq_sorted_in_queue_order(self, rows: np.ndarray, t: float) -> np.ndarray:
@@ -188,9 +297,9 @@ class _Parked(Generic[T]):
         return sid
 
     def _grow(self) -> None:
-        for name in ("rows", "hinted", "alive", "num", "shape"):
+        for name in ("rows", "hinted", "alive", "num", "shape", "gpos", "gjoin"):
             arr = getattr(self, name)
-            new = np.zeros((arr.shape[0] * 2, *arr.shape[1:]), dtype=arr.dtype)
+            new = np.full((arr.shape[0] * 2, *arr.shape[1:]), -1 if name == "gpos" else 0, dtype=arr.dtype)
             new[: arr.shape[0]] = arr
             setattr(self, name, new)
 
@@ -205,7 +314,6 @@ class SchedulingQueue(Generic[T]):
         self._active: list[tuple[int, float, int, Entry[T]]] = []
         self._backoff: list[tuple[float, int, float, int, Entry[T]]] = []  # woken while backing off
         self._held: list[tuple[float, int, float, int, Entry[T]]] = []  # failed binds, until their backoff ends
-        self._parked: _Parked[T] = _Parked(hint_width)
         self._cand = np.zeros(0, dtype=np.int64)  # parked rows a hint accepted at the last wake
         self._cand_t = np.nan  # `_cand` is in queue order at this time (nan: not sorted)
         self._hint: Hint | None = None
@@ -219,6 +327,8 @@ class SchedulingQueue(Generic[T]):
         while capped < 64 and pod_backoff_s(capped, backoff_initial_s, backoff_max_s) < backoff_max_s:
             capped += 1
         self._backoffs = pod_backoff_array(np.arange(capped + 1, dtype=float), backoff_initial_s, backoff_max_s)
+        self._hint_width = hint_width
+        self._parked: _Parked[T] = self._new_parked()
 
     def __len__(self) -> int:
         return self._count
@@ -334,10 +444,17 @@ class SchedulingQueue(Generic[T]):
         if hinted.size:
             ok[hinted] = p.accepts(accept, hinted)
         self._cand = np.flatnonzero(ok)
+        if p.g_live:  # accepted members leave the group: their bookkeeping as of before this event
+            members = p.members(self._cand)
+            if members.size:
+                p.leave(members)
         self._cand_t = np.nan
         self._hint = accept
         self._stale = True
-        self._fail_in_place(p.alive[:n] & ~ok, t)
+        failing = p.alive[:n] & ~ok
+        if p.g_live:
+            failing &= p.gpos[:n] < 0
+        self._fail_in_place(np.flatnonzero(failing), t, with_group=True)
         return int(self._cand.size)
 
     def flush(self, t: float) -> int:
@@ -346,11 +463,11 @@ class SchedulingQueue(Generic[T]):
             return 0
         p = self._parked
         n = len(p)
-        due = p.alive[:n] & (p.num[:n, 0] <= t - self.max_unschedulable_s)
+        due = p.alive[:n] & (p.queue_times(n) <= t - self.max_unschedulable_s)
         woken = self._unpark(np.flatnonzero(due), t) if due.any() else 0
         n = len(p)
         alive = p.alive[:n]
-        self._oldest = float(p.num[:n, 0][alive].min()) if alive.any() else np.inf
+        self._oldest = float(p.queue_times(n)[alive].min()) if alive.any() else np.inf
         return woken
 
     def next_change(self) -> float:
@@ -369,7 +486,7 @@ class SchedulingQueue(Generic[T]):
             if entry is not None:
                 entry.where = _GONE
         self._active, self._backoff, self._held = [], [], []
-        self._parked = _Parked(self._parked.rows.shape[1])
+        self._parked = self._new_parked()
         self._cand = np.zeros(0, dtype=np.int64)
         self._oldest = np.inf
         self._count = 0
@@ -396,30 +513,43 @@ class SchedulingQueue(Generic[T]):
             return 1, backoff_t, int(neg_prio), queue_t, int(seq)
         return 0, int(neg_prio), queue_t, int(seq)
 
-    def _mask(self, rows: np.ndarray) -> np.ndarray:
-        chosen = np.zeros(len(self._parked), dtype=bool)
-        chosen[rows] = True
-        return chosen
-
-    def _fail_in_place(self, chosen: np.ndarray, t: float) -> None:
-        """Parked pods (where `chosen`, bool per row, is set) that a retry at t would find fitting nowhere: one
+    def _fail_in_place(self, rows: np.ndarray, t: float, with_group: bool = False) -> None:
+        """Parked pods (`rows`, none a member of the lazy group) that a retry at t would find fitting nowhere: one
         more failed attempt each, as if popped and parked again (queue time t, a longer backoff, a new seq in the
         order they would have been tried: pods that keep failing fall behind the others that share their queue
-        time, as upstream)."""
+        time, as upstream). `with_group` (a wake): the group's members fail too, as one block placed among the
+        rows by its queue order, and capped rows next to it join it."""
         p = self._parked
-        rows, rest = p.in_queue_order(chosen, t)
-        if not rows.size:
+        group = with_group and p.g_live > 0
+        if not rows.size and not group:
             return
+        rows = p.in_queue_order_few(rows, t)
+        n = int(rows.size)
+        split, span = n, 0
+        if group:
+            p.tidy()
+            span = p.g_hi - p.g_lo
+            if n:
+                split = p.before_group(rows, t)
+        seq = self._seq
+        seqs = np.arange(seq, seq + n)
+        if span and split < n:
+            seqs[split:] += span
         num = p.num
-        num[rows, 3] = np.arange(self._seq, self._seq + rows.size)
-        self._seq += int(rows.size)
-        p.by_seq = np.concatenate((rest, rows))
+        num[rows, 3] = seqs
         attempts = num[rows, 4] + 1
         num[rows, 4] = attempts
         num[rows, 0] = t
         table = self._backoffs
         num[rows, 1] = t + table[np.minimum(attempts, table.size - 1).astype(np.int64)]
-        self.failed_attempts += int(rows.size)
+        self._seq += n + span
+        self.failed_attempts += n
+        if group:
+            self.failed_attempts += p.g_live
+            p.g_t, p.g_seq0 = t, seq + split
+            p.g_fails += 1
+        if with_group and n:
+            p.join(rows, attempts >= table.size - 1, split, t)
 
     def _accepted_now(self, t: float) -> bool:
         """Whether the hint still accepts the first candidate against the cluster as it is now; takes it out of
@@ -440,7 +570,7 @@ class SchedulingQueue(Generic[T]):
             ok[hinted] = p.accepts(self._hint, cand[hinted])
         accepted = bool(ok[0])
         if not ok.all():  # most checks drop none: no pass over the parked store then
-            self._fail_in_place(self._mask(cand[~ok]), t)
+            self._fail_in_place(cand[~ok], t)
         ok[0] = False
         self._cand = cand[ok]
         return accepted
@@ -476,6 +606,10 @@ class SchedulingQueue(Generic[T]):
 
     def _unpark(self, rows: np.ndarray, t: float) -> int:
         p = self._parked
+        if p.g_live:
+            members = p.members(rows[p.alive[rows]])
+            if members.size:
+                p.leave(members)
         for i in rows.tolist():
             if p.alive[i]:
                 self._requeue(p.take(i), t)
@@ -483,6 +617,10 @@ class SchedulingQueue(Generic[T]):
             self._cand = self._cand[p.alive[self._cand]]
         self._compact()
         return int(rows.size)
+
+    def _new_parked(self) -> _Parked[T]:
+        table = self._backoffs
+        return _Parked(self._hint_width, table.size - 1, float(table[-1]))
 
     def _compact(self) -> None:
         """Drops the dead rows of the parked store once they are half of it; rows are renumbered, so only while no
