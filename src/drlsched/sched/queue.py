@@ -318,6 +318,7 @@ class SchedulingQueue(Generic[T]):
         self._cand_t = np.nan  # `_cand` is in queue order at this time (nan: not sorted)
         self._hint: Hint | None = None
         self._stale = False  # room may have shrunk since the candidates were last checked against the hint
+        self._checked_t = np.nan  # the candidates were last checked against the hint at this time
         self._oldest = np.inf  # no parked pod was parked before this (a lower bound, made exact by `flush`)
         self._events = 0  # wake events so far
         self._count = 0  # entries in activeQ, backoffQ or parked
@@ -450,7 +451,10 @@ class SchedulingQueue(Generic[T]):
                 p.leave(members)
         self._cand_t = np.nan
         self._hint = accept
-        self._stale = True
+        # The hint has just answered for the cluster as it is: until a pod is placed where it looks (`done`), or
+        # the time moves on, asking it again for the candidates would give the same answers.
+        self._stale = False
+        self._checked_t = t
         failing = p.alive[:n] & ~ok
         if p.g_live:
             failing &= p.gpos[:n] < 0
@@ -502,7 +506,8 @@ class SchedulingQueue(Generic[T]):
             cand = self._cand[p.alive[self._cand]]
             self._cand = p.in_queue_order_few(cand, t)
             self._cand_t = t
-            self._stale = True  # the cluster may have changed since the last time
+            if self._checked_t != t:
+                self._stale = True  # the cluster may have changed since the last time
         cand = self._cand
         if cand.size and not p.alive[cand[0]]:  # removed meanwhile
             cand = self._cand = cand[p.alive[cand]]
@@ -513,17 +518,18 @@ class SchedulingQueue(Generic[T]):
             return 1, backoff_t, int(neg_prio), queue_t, int(seq)
         return 0, int(neg_prio), queue_t, int(seq)
 
-    def _fail_in_place(self, rows: np.ndarray, t: float, with_group: bool = False) -> None:
+    def _fail_in_place(self, rows: np.ndarray, t: float, with_group: bool = False, ordered: bool = False) -> None:
         """Parked pods (`rows`, none a member of the lazy group) that a retry at t would find fitting nowhere: one
         more failed attempt each, as if popped and parked again (queue time t, a longer backoff, a new seq in the
         order they would have been tried: pods that keep failing fall behind the others that share their queue
         time, as upstream). `with_group` (a wake): the group's members fail too, as one block placed among the
-        rows by its queue order, and capped rows next to it join it."""
+        rows by its queue order, and capped rows next to it join it. `ordered`: `rows` are in queue order at t."""
         p = self._parked
         group = with_group and p.g_live > 0
         if not rows.size and not group:
             return
-        rows = p.in_queue_order_few(rows, t)
+        if not ordered:
+            rows = p.in_queue_order_few(rows, t)
         n = int(rows.size)
         split, span = n, 0
         if group:
@@ -535,13 +541,14 @@ class SchedulingQueue(Generic[T]):
         seqs = np.arange(seq, seq + n)
         if span and split < n:
             seqs[split:] += span
-        num = p.num
-        num[rows, 3] = seqs
-        attempts = num[rows, 4] + 1
-        num[rows, 4] = attempts
-        num[rows, 0] = t
+        sub = p.num[rows]  # one gather and one scatter of whole rows: cheaper than a write per column
+        attempts = sub[:, 4] + 1
         table = self._backoffs
-        num[rows, 1] = t + table[np.minimum(attempts, table.size - 1).astype(np.int64)]
+        sub[:, 0] = t
+        sub[:, 1] = t + table[np.minimum(attempts, table.size - 1).astype(np.int64)]
+        sub[:, 3] = seqs
+        sub[:, 4] = attempts
+        p.num[rows] = sub
         self._seq += n + span
         self.failed_attempts += n
         if group:
@@ -562,6 +569,7 @@ class SchedulingQueue(Generic[T]):
             self._cand = cand[1:]
             return True
         self._stale = False
+        self._checked_t = t
         p = self._parked
         cand = cand[p.alive[cand]]
         ok = ~p.hinted[cand]
@@ -570,7 +578,7 @@ class SchedulingQueue(Generic[T]):
             ok[hinted] = p.accepts(self._hint, cand[hinted])
         accepted = bool(ok[0])
         if not ok.all():  # most checks drop none: no pass over the parked store then
-            self._fail_in_place(cand[~ok], t)
+            self._fail_in_place(cand[~ok], t, ordered=True)  # candidates are kept in queue order at t
         ok[0] = False
         self._cand = cand[ok]
         return accepted
