@@ -54,22 +54,47 @@ class K8sDefault(ScoringPolicy):
 
     def score(self, ctx: PodContext, option: Option, nodes: np.ndarray) -> np.ndarray:
         # The formulas of drlsched.kube_scoring, specialised for capacities > 0 (validated) on the hot path:
-        # a negative (cap - req) * 100 // cap is exactly upstream's "req > cap -> 0" once clamped at 0.
+        # a negative (cap - req) * 100 // cap is exactly upstream's "req > cap -> 0" once clamped at 0. In place
+        # where a temporary can be reused (the same operations in the same order: the same values).
         c, r = self.cluster, option.request
         cap_cpu, cap_mem = c.cap_cpu[nodes], c.cap_mem[nodes]
-        least_cpu = np.maximum((cap_cpu - c.nz_cpu[nodes] - r.nz_cpu) * MAX_NODE_SCORE // cap_cpu, 0)
-        least_mem = np.maximum((cap_mem - c.nz_mem[nodes] - r.nz_mem) * MAX_NODE_SCORE // cap_mem, 0)
-        least = (least_cpu + least_mem) // 2
+        least = cap_cpu - c.nz_cpu[nodes]
+        least -= r.nz_cpu
+        least *= MAX_NODE_SCORE
+        least //= cap_cpu
+        np.maximum(least, 0, out=least)
+        least_mem = cap_mem - c.nz_mem[nodes]
+        least_mem -= r.nz_mem
+        least_mem *= MAX_NODE_SCORE
+        least_mem //= cap_mem
+        np.maximum(least_mem, 0, out=least_mem)
+        least += least_mem
+        least //= 2
         if self.minor >= 33 and r.cpu == 0 and r.mem == 0:
             return least  # BalancedAllocation skips best-effort pods (PreScore returns Skip)
         alloc_cpu, alloc_mem = c.req_cpu[nodes], c.req_mem[nodes]
-        f_cpu = np.minimum((alloc_cpu + r.cpu) / cap_cpu, 1.0)
-        f_mem = np.minimum((alloc_mem + r.mem) / cap_mem, 1.0)
-        with_pod = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
+        with_pod = _balance((alloc_cpu + r.cpu) / cap_cpu, (alloc_mem + r.mem) / cap_mem)
         if self.minor < 36:
-            return least + with_pod
-        f_cpu = np.minimum(alloc_cpu / cap_cpu, 1.0)
-        f_mem = np.minimum(alloc_mem / cap_mem, 1.0)
-        without_pod = ((1.0 - np.abs(f_cpu - f_mem) / 2) * MAX_NODE_SCORE).astype(np.int64)
+            least += with_pod
+            return least
+        without_pod = _balance(alloc_cpu / cap_cpu, alloc_mem / cap_mem)
         half = MAX_NODE_SCORE // 2
-        return least + half + (half + with_pod - without_pod) // 2
+        with_pod += half
+        with_pod -= without_pod
+        with_pod //= 2
+        least += half
+        least += with_pod
+        return least
+
+
+def _balance(f_cpu: np.ndarray, f_mem: np.ndarray) -> np.ndarray:
+    """BalancedAllocation's score from the requested fractions (fresh arrays, overwritten):
+    int((1 - |min(f_cpu, 1) - min(f_mem, 1)| / 2) * MAX_NODE_SCORE)."""
+    np.minimum(f_cpu, 1.0, out=f_cpu)
+    np.minimum(f_mem, 1.0, out=f_mem)
+    f_cpu -= f_mem
+    np.abs(f_cpu, out=f_cpu)
+    f_cpu /= 2
+    np.subtract(1.0, f_cpu, out=f_cpu)
+    f_cpu *= MAX_NODE_SCORE
+    return f_cpu.astype(np.int64)

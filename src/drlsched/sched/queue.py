@@ -20,7 +20,8 @@ backoff as upstream's retry, computed for all of them in a few array operations 
 candidates, tried in queue order, each checked again when its turn comes (a candidate whose room a pod before it
 took fails in place too). The outcome is upstream's; the Python work per event no longer grows with the parked
 pods (the array operations still do, at a small fraction of the cost). A pod parked without a row is accepted by
-every event.
+every event. Parked pods at the backoff cap that keep failing together are kept lazily (`_Parked`, "the lazy
+group"): their rows are not rewritten per event, their bookkeeping is derived when they leave.
 
 An event that arrives while a pod is being tried (between `pop` and `park`) sends that pod straight back to the
 queue, as upstream's in-flight events do.
@@ -73,6 +74,8 @@ class _Parked(Generic[T]):
     joined + the group's failures since) are derived when it leaves (`leave`: it becomes a candidate, is flushed or
     removed). Only the relative order of seqs is ever used (heap keys and the failure order compare them), so a
     block may keep the places of members that left as gaps."""
+
+    lazy = True  # False: no group ever forms, every failure is written per row (the reference a test compares)
 
     def __init__(self, width: int, capped_attempts: int, capped_backoff: float) -> None:
         self.entries: list[Entry[T] | None] = []
@@ -200,6 +203,8 @@ class _Parked(Generic[T]):
         rows[:split] and rows[split:]) and hold consecutive seqs around the block; `capped` says which are now at
         the cap. Capped rows of the group's priority next to the block join it (their state is now the members'),
         or without a group the longest run of capped rows of one priority forms one."""
+        if not self.lazy:
+            return
         prio = self.num[rows, 2]
         if self.g_live:
             ok = capped & (prio == self.g_prio)
