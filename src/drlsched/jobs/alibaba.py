@@ -10,6 +10,10 @@ column table and rules (traces/alibaba_v2018.py); a task without a usable durati
 whose task names form a cycle (it could never finish) is dropped and counted. The executor shape is the
 job's largest per-instance request (plan_cpu 100 = 1 core, plan_mem 100 =
 one 512 GiB machine).
+
+spar's transformed one-hour sample (`../shared/traces/alibaba-v2018-sample/`, a directory holding
+sample_tasks*.csv and no batch_task*.csv: arrival_s, job, task, duration_s, plan_cpu, plan_mem, inst_num) is read
+the same way: every task of a job starts with the job's arrival and runs its recorded duration_s.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from drlsched.errors import UserError
 from drlsched.jobs.model import JobArrival, JobSpec, StageSpec
-from drlsched.traces import dag
+from drlsched.traces import dag, spar_v2018
 from drlsched.traces.alibaba_v2018 import DEFAULT_MACHINE, NAME, ROLES, TASK_COLUMNS, _valid_norm
 from drlsched.traces.csvio import BadRows, read_csv
 from drlsched.traces.files import discover, need
@@ -35,11 +39,15 @@ Dropped = tuple[tuple[str, int], ...]
 @functools.lru_cache(maxsize=4)
 def load_jobs(directory: str, skip_bad_rows: bool = False) -> tuple[tuple[JobArrival, ...], Dropped]:
     """The trace's jobs in arrival order, and what was dropped (counter, amount)."""
-    files = discover(Path(directory), ROLES, NAME)
-    path = need(files, "tasks", NAME, "jobs are built from batch_task.csv")[0]
+    root = Path(directory)
     bad = BadRows(skip=skip_bad_rows)
     dropped: dict[str, int] = {}
     jobs: dict[str, list[Row]] = {}
+    spar = sorted(root.glob("sample_tasks*.csv")) if root.is_dir() else []
+    if spar and not any(root.glob("batch_task*.csv")):
+        return _arrivals(spar[0], _spar_rows(spar[0], bad, dropped), dropped)
+    files = discover(root, ROLES, NAME)
+    path = need(files, "tasks", NAME, "jobs are built from batch_task.csv")[0]
     for line, (task, count, job, _, _, start, end, cpu, mem) in read_csv(path, TASK_COLUMNS, bad):
         if start < 0 or end < 0 or (cpu is not None and cpu < 0):
             bad.report(path, line, "6-8", f"negative time or plan_cpu ({start}, {end}, {cpu})")
@@ -55,6 +63,29 @@ def load_jobs(directory: str, skip_bad_rows: bool = False) -> tuple[tuple[JobArr
             dropped["tasks_dropped"] = dropped.get("tasks_dropped", 0) + 1
             continue
         rows.append((task, count, float(start), float(end - start), cpu, mem))  # type: ignore[arg-type]
+    return _arrivals(path, jobs, dropped)
+
+
+def _spar_rows(path: Path, bad: BadRows, dropped: dict[str, int]) -> dict[str, list[Row]]:
+    """spar's rows by job: a task starts with its job's arrival (spar keeps no per-task start)."""
+    jobs: dict[str, list[Row]] = {}
+    for line, (arrival, job, task, duration, cpu, mem, count) in read_csv(path, spar_v2018.TASK_COLUMNS, bad):
+        if arrival < 0 or duration < 0 or cpu < 0:
+            bad.report(path, line, "1,4,5", f"negative arrival, duration or plan_cpu ({arrival}, {duration}, {cpu})")
+            continue
+        rows = jobs.setdefault(job, [])
+        if any(r[0] == task for r in rows):
+            bad.report(path, line, "3 (task)", f"task {task} of job {job} listed twice")
+            continue
+        if not duration or not _valid_norm(mem) or not count:
+            dropped["tasks_dropped"] = dropped.get("tasks_dropped", 0) + 1
+            continue
+        rows.append((task, count, float(arrival), float(duration), cpu, mem))
+    return jobs
+
+
+def _arrivals(path: Path, jobs: dict[str, list[Row]], dropped: dict[str, int]
+              ) -> tuple[tuple[JobArrival, ...], Dropped]:
     specs: list[tuple[float, JobSpec]] = []
     for job, rows in jobs.items():
         if not rows:
