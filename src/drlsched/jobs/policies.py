@@ -127,22 +127,23 @@ class SrptOracle:
 
 JOB_POLICIES = ("fifo", "fair", "drf", "sjf-cp", "weighted-fair", "srpt-oracle")
 LEARNED = "ppo"  # ppo:DIR/policy.pt, a learned job policy (`drlsched train-jobs`)
+LEARNED_DQN = "dqn"  # dqn:DIR/policy.pt, one trained by `drlsched train-jobs --algo dqn`
 
 
 def make_job_policy(spec: str) -> JobPolicy:
     """A policy from its name, with a parameter after a colon: `weighted-fair:-1` (α), `fair:1.5` (share),
     `ppo:DIR/policy.pt[:fallback=NAME]` (a learned job policy behind its distribution-shift guard,
-    drlsched.rl.job_policy and job_guard)."""
+    drlsched.rl.job_policy and job_guard; `dqn:` for one trained with `--algo dqn`)."""
     name, _, param = spec.partition(":")
-    if name == LEARNED:
+    if name in (LEARNED, LEARNED_DQN):
         if not param:
-            raise UserError(f"job policy {LEARNED} needs its checkpoint: {LEARNED}:DIR/policy.pt")
+            raise UserError(f"job policy {name} needs its checkpoint: {name}:DIR/policy.pt")
         from drlsched.rl.job_policy import load_job_policy
 
-        return load_job_policy(param)
+        return load_job_policy(param, name)
     if name not in JOB_POLICIES:
         raise UserError(f"unknown job policy {spec!r}; known job policies: {', '.join(JOB_POLICIES)} "
-                        f"(weighted-fair:ALPHA, fair:SHARE) and {LEARNED}:DIR/policy.pt")
+                        f"(weighted-fair:ALPHA, fair:SHARE) and {LEARNED}|{LEARNED_DQN}:DIR/policy.pt")
     value: float | None = None
     if param:
         if name not in ("weighted-fair", "fair"):

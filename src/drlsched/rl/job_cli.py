@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "job sequence. Training seeds 1000+, validation (best checkpoint) 900+, so "
                                    "seeds 0-899 stay held out. Writes DIR/policy.pt (use it as --job-policy "
                                    "ppo:DIR/policy.pt), DIR/curve.csv, DIR/curve.png and DIR/train.json.")
+    p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo",
+                   help="ppo (default: imitation, then PPO) or dqn (masked double DQN on the same network, from "
+                        "scratch: no imitation; served as --job-policy dqn:DIR/policy.pt)")
     p.add_argument("--scenario", choices=("tpch",), default="tpch", help="job workload (default tpch)")
     p.add_argument("--trace", metavar="DIR", help="a spark-profiles directory instead of the embedded tpch set")
     p.add_argument("--nodes", type=positive_int, default=DEFAULT_NODES, help=f"default {DEFAULT_NODES}")
@@ -43,10 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--imitation-epochs", type=positive_int, default=d.imitation_epochs, metavar="N")
     p.add_argument("--minutes", type=float, default=d.minutes, metavar="M",
                    help=f"PPO budget in minutes (default {d.minutes:g}; 0 = imitation only)")
-    p.add_argument("--updates", type=positive_int, metavar="N", help="at most N PPO updates")
+    p.add_argument("--updates", type=positive_int, metavar="N", help="at most N PPO updates (dqn: training episodes)")
     p.add_argument("--rollouts", type=positive_int, default=d.rollouts, metavar="K",
                    help=f"episodes per update on the same job sequence (default {d.rollouts})")
-    p.add_argument("--lr", type=positive_float, default=d.lr, help=f"PPO learning rate (default {d.lr:g})")
+    p.add_argument("--lr", type=positive_float, default=d.lr, help=f"learning rate (default {d.lr:g})")
     p.add_argument("--validation-seeds", type=positive_int, default=d.validation_seeds, metavar="N",
                    help=f"validation seeds 900.. for the best checkpoint (default {d.validation_seeds})")
     p.add_argument("--reward-preset", default=DEFAULT_PRESET, metavar="NAME",
@@ -84,11 +87,11 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     if args.load_policy:
-        net, header = load_job_net(args.load_policy)
+        net, header = load_job_net(args.load_policy, args.algo)
         imitation_episodes = 0
     else:
         net, header = JobNet(JobNetSpec(args.hidden, args.rounds)), None
-        imitation_episodes = args.imitation_episodes
+        imitation_episodes = args.imitation_episodes if args.algo == "ppo" else 0  # dqn: from scratch
     s = JobTrainSettings(expert=args.expert, imitation_episodes=imitation_episodes,
                          imitation_epochs=args.imitation_epochs, minutes=args.minutes, updates=args.updates,
                          rollouts=args.rollouts, lr=args.lr, validation_seeds=args.validation_seeds, seed=args.seed)
@@ -105,7 +108,7 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     imitation_s = time.perf_counter() - t0
     bounds = training_range(source, s.seed)
     meta: dict[str, Any] = {"workload": source.name, "nodes": source.nodes, "load": source.load,
-                            "duration_s": source.duration_s, "reward_preset": args.reward_preset,
+                            "duration_s": source.duration_s, "algo": args.algo, "reward_preset": args.reward_preset,
                             "reward": weights.to_dict(), "settings": s.to_dict(), "imitation": imitation,
                             "started_from": args.load_policy, "parent_meta": header["meta"] if header else None,
                             "guard_range": None if bounds is None else bounds.to_dict()}
@@ -113,9 +116,16 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
 
     def on_best(model: JobNet, jct: float, update: int) -> None:  # the checkpoint is the best on validation
         best.update(validation_jct_mean_s=jct, update=update)
-        save_job_policy(out / "policy.pt", model, {**meta, "best": dict(best)})
+        save_job_policy(out / "policy.pt", model, {**meta, "best": dict(best)}, args.algo)
 
-    if s.minutes > 0 or s.updates:
+    if args.algo == "dqn" and (s.minutes > 0 or s.updates):
+        from drlsched.rl.job_dqn import JobDQNSettings, train_dqn
+
+        d = JobDQNSettings(minutes=s.minutes, episodes=s.updates, lr=args.lr, validation_seeds=s.validation_seeds,
+                           seed=s.seed)
+        meta["settings"] = {**s.to_dict(), "dqn": d.to_dict()}
+        counters = train_dqn(net, source, d, weights, log, on_best)
+    elif s.minutes > 0 or s.updates:
         counters = train(net, source, s, weights, log, on_best)
     else:
         from drlsched.rl.job_train import validate
@@ -133,8 +143,8 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write to {out}: {err.strerror}") from None
     print(f"trained the job policy in {wall:.0f} s (best validation mean JCT {best['validation_jct_mean_s']:.1f} s "
           f"at update {best['update']:g}); wrote {out / 'policy.pt'}, curve.csv, curve.png, train.json\n"
-          f"use it with: drlsched evaluate --scenario tpch --job-policies fifo,{s.expert},ppo:{out / 'policy.pt'} "
-          f"--seeds 10 --out DIR")
+          f"use it with: drlsched evaluate --scenario tpch --job-policies "
+          f"fifo,{s.expert},{args.algo}:{out / 'policy.pt'} --seeds 10 --out DIR")
     return 0
 
 

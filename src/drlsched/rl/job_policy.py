@@ -8,7 +8,8 @@ Checkpoint: like the other kinds (`rl.checkpoint`: weights_only load, sha256 ove
 size, shapes checked on a `meta`-device network first) with its own format name and the feature spec it was
 trained on, so no other kind of file loads as a job policy and a job policy loads as nothing else.
 Layout: format "drlsched-job-policy", format_version 1, features: `feature_spec()`, spec: `JobNetSpec` fields,
-meta: training facts, state, sha256.
+algo: "ppo" | "dqn" (rl/job_dqn.py; absent in files written before it: ppo), meta: training facts, state, sha256.
+Both algorithms' nets are the same `JobNet` served the same greedy way; the algo only keeps `ppo:` and `dqn:` honest.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from drlsched.rl.job_features import JOB_FEATURE_VERSION, JobObs, feature_spec, 
 from drlsched.rl.job_net import JobNet, JobNetSpec, collate
 
 FORMAT_VERSION = 1
+ALGOS = ("ppo", "dqn")
 MAX_ROUNDS = 64
 _OTHER_KINDS = {"drlsched-policy": "a placement policy: use it as --policy ppo:PATH",
                 "drlsched-packer": "a learned GPU packer: use it as --policy packer:PATH",
@@ -138,14 +140,15 @@ def expert_action(obs: JobObs, jobs: Sequence[Job], decision: Decision) -> tuple
 
 
 # --- checkpoint ------------------------------------------------------------------------------------------------
-def save_job_policy(path: str | Path, net: JobNet, meta: dict[str, Any]) -> str:
+def save_job_policy(path: str | Path, net: JobNet, meta: dict[str, Any], algo: str = "ppo") -> str:
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "features": feature_spec(),
-              "spec": net.spec.to_dict(), "meta": json.loads(json.dumps(meta))}
+              "spec": net.spec.to_dict(), "algo": algo, "meta": json.loads(json.dumps(meta))}
     return write_checkpoint(path, header, net)
 
 
-def load_job_net(path: str | Path) -> tuple[JobNet, dict[str, Any]]:
-    """The network (eval mode) and the header; anything else is a `UserError` with a one-line reason."""
+def load_job_net(path: str | Path, algo: str | None = None) -> tuple[JobNet, dict[str, Any]]:
+    """The network (eval mode) and the header; anything else (with `algo`: a file of the other algorithm too) is
+    a `UserError` with a one-line reason."""
     p = Path(path)
     data = read_checkpoint(p, "job policy")
     fmt = data.get("format")
@@ -161,8 +164,14 @@ def load_job_net(path: str | Path) -> tuple[JobNet, dict[str, Any]]:
         version = str(found.get("version") if isinstance(found, dict) else None)[:20]
         raise UserError(f"{p} was trained on job feature spec {version}, not the one this drlsched builds "
                         f"(version {JOB_FEATURE_VERSION}): retrain the policy")
+    found_algo = data.get("algo", "ppo")
+    if found_algo not in ALGOS:
+        raise UserError(f"{p}: unknown job policy algorithm {str(found_algo)[:20]!r} (expected ppo or dqn)")
+    if algo is not None and found_algo != algo:
+        raise UserError(f"{p} holds a {found_algo} job policy, not {algo}: use --job-policy {found_algo}:{p}")
     state = weights(p, data)
-    header = {k: data.get(k) for k in ("format", "format_version", "features", "spec", "meta")}
+    # "algo" is part of the digest only where the file has it (older ppo files do not)
+    header = {k: data.get(k) for k in ("format", "format_version", "features", "spec", "algo", "meta") if k in data}
     spec = _spec(p, header["spec"])
     net = cast(JobNet, checked_net(p, lambda: JobNet(spec), header, state, data.get("sha256"), "job policy"))
     return net, header
@@ -179,7 +188,7 @@ def _spec(p: Path, raw: object) -> JobNetSpec:
     return JobNetSpec(raw["hidden"], raw["rounds"])
 
 
-def load_job_policy(param: str) -> JobPolicy:
+def load_job_policy(param: str, algo: str = "ppo") -> JobPolicy:
     """`PATH[:fallback=NAME]`: the policy behind the distribution-shift guard (`rl.job_guard`) with NAME
     (default `weighted-fair:-2`) as its fallback; `fallback=none` serves it unguarded."""
     from drlsched.jobs.policies import make_job_policy
@@ -187,12 +196,12 @@ def load_job_policy(param: str) -> JobPolicy:
 
     path, sep, fallback = param.partition(":fallback=")
     torch.set_num_threads(1)
-    net, header = load_job_net(path)
-    learned = LearnedJobPolicy(net, name=f"ppo:{param}")
+    net, header = load_job_net(path, algo)
+    learned = LearnedJobPolicy(net, name=f"{algo}:{param}")
     if sep and fallback == "none":
         return learned
-    if fallback.partition(":")[0] == "ppo":
-        raise UserError(f"job policy ppo:{param}: the fallback must be a heuristic, not a learned policy")
+    if fallback.partition(":")[0] in ALGOS:
+        raise UserError(f"job policy {algo}:{param}: the fallback must be a heuristic, not a learned policy")
     chosen = make_job_policy(fallback or DEFAULT_FALLBACK)
     bounds = range_for(Path(path), header["meta"])
     if bounds is None:
