@@ -54,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--load-policy", metavar="PATH", help="start from this job policy checkpoint (no imitation)")
     p.add_argument("--hidden", type=positive_int, default=32, help="network width (default 32)")
     p.add_argument("--rounds", type=positive_int, default=4, help="message-passing rounds (default 4)")
+    p.add_argument("--history", choices=("none", "lstm"), default=None,
+                   help="history input to the global summary (rl.job_history): lstm over the last arrivals' "
+                        "load, job size, utilisation and jobs in the system; default none (with --load-policy: "
+                        "the checkpoint's; lstm on a checkpoint without history adds the branch with its output "
+                        "at zero, so training starts from the same policy)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=cmd_train_jobs)
@@ -86,8 +91,16 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     if args.load_policy:
         net, header = load_job_net(args.load_policy)
         imitation_episodes = 0
+        if args.history is not None and args.history != net.spec.history:
+            if net.spec.history != "none":
+                raise UserError(f"--history {args.history}: {args.load_policy} has history {net.spec.history}; "
+                                "its branch cannot be dropped (train without --load-policy)")
+            grown = JobNet(JobNetSpec(net.spec.hidden, net.spec.rounds, args.history))
+            missing = grown.load_state_dict(net.state_dict(), strict=False).missing_keys
+            assert all(k.startswith("history") for k in missing), missing  # only the new branch starts fresh
+            net = grown
     else:
-        net, header = JobNet(JobNetSpec(args.hidden, args.rounds)), None
+        net, header = JobNet(JobNetSpec(args.hidden, args.rounds, args.history or "none")), None
         imitation_episodes = args.imitation_episodes
     s = JobTrainSettings(expert=args.expert, imitation_episodes=imitation_episodes,
                          imitation_epochs=args.imitation_epochs, minutes=args.minutes, updates=args.updates,
@@ -107,7 +120,8 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     meta: dict[str, Any] = {"workload": source.name, "nodes": source.nodes, "load": source.load,
                             "duration_s": source.duration_s, "reward_preset": args.reward_preset,
                             "reward": weights.to_dict(), "settings": s.to_dict(), "imitation": imitation,
-                            "started_from": args.load_policy, "parent_meta": header["meta"] if header else None,
+                            "started_from": args.load_policy, "history": net.spec.history,
+                            "parent_meta": header["meta"] if header else None,
                             "guard_range": None if bounds is None else bounds.to_dict()}
     best: dict[str, float] = {}
 
