@@ -114,6 +114,8 @@ def test_history_checkpoint_round_trip_and_serving(tmp_path: Path, capsys: pytes
     net, header = load_job_net(out / "policy.pt")
     assert net.spec.history == "lstm" and header["spec"]["history"] == "lstm"
     assert header["features"] == feature_spec("lstm") and header["meta"]["history"] == "lstm"
+    last, last_header = load_job_net(out / "last.pt")  # the final weights beside the best on validation
+    assert last.spec.history == "lstm" and last_header["meta"]["last_update"] == 1
     capsys.readouterr()
     policy = f"ppo:{out / 'policy.pt'}"
     for guard in ("", ":fallback=none"):

@@ -1,6 +1,6 @@
 """`drlsched train-jobs`: train the learned job policy on a job workload (imitation of the best tuned heuristic,
 then PPO); writes DIR/policy.pt, DIR/curve.csv, DIR/curve.png and DIR/train.json (docs/learning.md "Learned job
-policy")."""
+policy"). DIR/last.pt holds the final weights (policy.pt: the best on validation)."""
 
 from __future__ import annotations
 
@@ -136,6 +136,9 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
 
         counters = {"updates": 0.0}
         on_best(net, validate(net, source, s), 0)
+    # The last weights too: the best-on-validation checkpoint may be the start itself (a short fine-tune whose
+    # updates never beat it on the 3 validation seeds), and comparing recipes then needs where training went.
+    save_job_policy(out / "last.pt", net, {**meta, "best": dict(best), "last_update": counters.get("updates", 0.0)})
     wall = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {"policy": str(out / "policy.pt"), "wall_s": round(wall, 1), "imitation_s": round(imitation_s, 1),
@@ -146,7 +149,8 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     except OSError as err:
         raise UserError(f"cannot write to {out}: {err.strerror}") from None
     print(f"trained the job policy in {wall:.0f} s (best validation mean JCT {best['validation_jct_mean_s']:.1f} s "
-          f"at update {best['update']:g}); wrote {out / 'policy.pt'}, curve.csv, curve.png, train.json\n"
+          f"at update {best['update']:g}); wrote {out / 'policy.pt'}, last.pt (the final weights), curve.csv, "
+          f"curve.png, train.json\n"
           f"use it with: drlsched evaluate --scenario tpch --job-policies fifo,{s.expert},ppo:{out / 'policy.pt'} "
           f"--seeds 10 --out DIR")
     return 0
