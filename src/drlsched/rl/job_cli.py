@@ -1,6 +1,6 @@
 """`drlsched train-jobs`: train the learned job policy on a job workload (imitation of the best tuned heuristic,
 then PPO); writes DIR/policy.pt, DIR/curve.csv, DIR/curve.png and DIR/train.json (docs/learning.md "Learned job
-policy")."""
+policy"). DIR/last.pt holds the final weights (policy.pt: the best on validation)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--load-policy", metavar="PATH", help="start from this job policy checkpoint (no imitation)")
     p.add_argument("--hidden", type=positive_int, default=32, help="network width (default 32)")
     p.add_argument("--rounds", type=positive_int, default=4, help="message-passing rounds (default 4)")
+    p.add_argument("--history", choices=("none", "lstm"), default=None,
+                   help="history input to the global summary (rl.job_history): lstm over the last arrivals' "
+                        "load, job size, utilisation and jobs in the system; default none (with --load-policy: "
+                        "the checkpoint's; lstm on a checkpoint without history adds the branch with its output "
+                        "at zero, so training starts from the same policy)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=cmd_train_jobs)
@@ -84,13 +89,23 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     from drlsched.rl.job_policy import load_job_net, save_job_policy
     from drlsched.rl.job_train import JobTrainSettings, imitate, train
 
+    if args.algo == "dqn" and args.history == "lstm":
+        raise UserError("--history lstm is for --algo ppo only (the DQN's replay buffer keeps no history window)")
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     if args.load_policy:
         net, header = load_job_net(args.load_policy, args.algo)
         imitation_episodes = 0
+        if args.history is not None and args.history != net.spec.history:
+            if net.spec.history != "none":
+                raise UserError(f"--history {args.history}: {args.load_policy} has history {net.spec.history}; "
+                                "its branch cannot be dropped (train without --load-policy)")
+            grown = JobNet(JobNetSpec(net.spec.hidden, net.spec.rounds, args.history))
+            missing = grown.load_state_dict(net.state_dict(), strict=False).missing_keys
+            assert all(k.startswith("history") for k in missing), missing  # only the new branch starts fresh
+            net = grown
     else:
-        net, header = JobNet(JobNetSpec(args.hidden, args.rounds)), None
+        net, header = JobNet(JobNetSpec(args.hidden, args.rounds, args.history or "none")), None
         imitation_episodes = args.imitation_episodes if args.algo == "ppo" else 0  # dqn: from scratch
     s = JobTrainSettings(expert=args.expert, imitation_episodes=imitation_episodes,
                          imitation_epochs=args.imitation_epochs, minutes=args.minutes, updates=args.updates,
@@ -110,7 +125,8 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     meta: dict[str, Any] = {"workload": source.name, "nodes": source.nodes, "load": source.load,
                             "duration_s": source.duration_s, "algo": args.algo, "reward_preset": args.reward_preset,
                             "reward": weights.to_dict(), "settings": s.to_dict(), "imitation": imitation,
-                            "started_from": args.load_policy, "parent_meta": header["meta"] if header else None,
+                            "started_from": args.load_policy, "history": net.spec.history,
+                            "parent_meta": header["meta"] if header else None,
                             "guard_range": None if bounds is None else bounds.to_dict()}
     best: dict[str, float] = {}
 
@@ -132,6 +148,9 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
 
         counters = {"updates": 0.0}
         on_best(net, validate(net, source, s), 0)
+    # The last weights too: the best-on-validation checkpoint may be the start itself (a short fine-tune whose
+    # updates never beat it on the 3 validation seeds), and comparing recipes then needs where training went.
+    save_job_policy(out / "last.pt", net, {**meta, "best": dict(best), "last_update": counters.get("updates", 0.0)})
     wall = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {"policy": str(out / "policy.pt"), "wall_s": round(wall, 1), "imitation_s": round(imitation_s, 1),
@@ -142,7 +161,8 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     except OSError as err:
         raise UserError(f"cannot write to {out}: {err.strerror}") from None
     print(f"trained the job policy in {wall:.0f} s (best validation mean JCT {best['validation_jct_mean_s']:.1f} s "
-          f"at update {best['update']:g}); wrote {out / 'policy.pt'}, curve.csv, curve.png, train.json\n"
+          f"at update {best['update']:g}); wrote {out / 'policy.pt'}, last.pt (the final weights), curve.csv, "
+          f"curve.png, train.json\n"
           f"use it with: drlsched evaluate --scenario tpch --job-policies "
           f"fifo,{s.expert},{args.algo}:{out / 'policy.pt'} --seeds 10 --out DIR")
     return 0

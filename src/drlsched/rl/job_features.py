@@ -8,7 +8,8 @@ same network reads any node count and any job count. A job without stages (the a
 
 Shapes (one decision, S stages, J jobs, C child→parent edges, L limit levels):
     stage_x float32[S, STAGE_WIDTH], stage_job int64[S] (its job's row), edges int64[2, C] (child, parent rows),
-    job_x float32[J, JOB_WIDTH], eligible bool[J] (has tasks to launch), limits float64[L], limit_mask bool[L].
+    job_x float32[J, JOB_WIDTH], eligible bool[J] (has tasks to launch), limits float64[L], limit_mask bool[L];
+    with `--history lstm` also history float32[T, HISTORY_WIDTH] (rl.job_history).
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ JOB_WIDTH = len(JOB_FEATURES)
 LIMIT_SHARES = tuple(2.0 ** -k for k in range(8))
 
 
-def feature_spec() -> dict[str, object]:
-    """What a checkpoint records so a different layout is refused."""
-    return {"version": JOB_FEATURE_VERSION, "stage": list(STAGE_FEATURES), "job": list(JOB_FEATURES),
-            "limit_shares": list(LIMIT_SHARES)}
+def feature_spec(history: str = "none") -> dict[str, object]:
+    """What a checkpoint records so a different layout is refused (without history: the layout of every
+    checkpoint before the history input, so those keep loading)."""
+    from drlsched.rl.job_history import history_spec
+
+    spec: dict[str, object] = {"version": JOB_FEATURE_VERSION, "stage": list(STAGE_FEATURES),
+                               "job": list(JOB_FEATURES), "limit_shares": list(LIMIT_SHARES)}
+    hist = history_spec(history)
+    if hist is not None:
+        spec["history"] = hist
+    return spec
 
 
 def limit_levels(executors: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +65,7 @@ class JobObs:
     eligible: np.ndarray
     limits: np.ndarray
     limit_mask: np.ndarray
+    history: np.ndarray | None = None  # float32[STEPS, HISTORY_WIDTH] where the policy has one (rl.job_history)
 
     @property
     def jobs(self) -> int:

@@ -158,5 +158,8 @@ class GuardedJobPolicy:
         self.decisions += 1
         if outside:
             self.delegated += 1
+            see = getattr(self.learned, "see", None)
+            if see is not None:  # a policy with a history input keeps its window whole while it is not asked
+                see(jobs, executors)
             return self.fallback.decide(jobs, executors, critical_path)
         return self.learned.decide(jobs, executors, critical_path)

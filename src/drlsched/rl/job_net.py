@@ -2,8 +2,12 @@
 
 Per-stage embeddings h⁰ = f₀(x); R rounds of message passing from a stage's children to it, h = h⁰ + g(Σ_children
 f(h)) (plain index_add over the edge list); a job's summary z = q([Σ_its stages φ(h), job features]); the global
-summary the mean over the decision's jobs of ψ(z). Two heads read [z, global]: a job score (which job takes freed
-capacity first: a Plackett–Luce ranking of the jobs that can take it) and logits over the executor-limit levels.
+summary the mean over the decision's jobs of ψ(z), plus, with `history="lstm"`, W·LSTM(recent arrivals and
+utilisation) (rl.job_history: the load shift a decision's jobs do not show; W starts at zero, so a history net
+starts as the same function as one without, and fine-tuning from a no-history checkpoint starts where it was;
+adding W·e to the summary is the same as concatenating e to it before the heads' first layer). Two heads read
+[z, global]: a job score (which job takes freed capacity first: a Plackett–Luce ranking of the jobs that can take
+it) and logits over the executor-limit levels.
 Jobs that cannot take capacity have no score, masked limit levels no logit, so neither can be chosen.
 
 Batches hold D decisions joined into one graph (`collate`): stage rows of every decision, job rows of every
@@ -20,6 +24,7 @@ import torch
 from torch import nn
 
 from drlsched.rl.job_features import JOB_WIDTH, LIMIT_SHARES, STAGE_WIDTH, JobObs
+from drlsched.rl.job_history import HISTORIES, HISTORY_WIDTH
 
 NEG = -1e9
 
@@ -28,15 +33,21 @@ NEG = -1e9
 class JobNetSpec:
     hidden: int = 32
     rounds: int = 4
+    history: str = "none"  # rl.job_history.HISTORIES
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        """Without history the two keys of checkpoints before it (so those keep loading, and match)."""
+        d: dict[str, object] = asdict(self)
+        if self.history == "none":
+            del d["history"]
+        return d
 
 
 @dataclass
 class JobBatch:
     """D decisions: stage_x float32[S, STAGE_WIDTH], stage_job int64[S], edges int64[2, C], job_x float32[J,
-    JOB_WIDTH], job_dec int64[J], eligible bool[J], limit_mask bool[J, L], decisions D."""
+    JOB_WIDTH], job_dec int64[J], eligible bool[J], limit_mask bool[J, L], decisions D; history float32[D, T,
+    HISTORY_WIDTH] where every decision carries one, else None."""
 
     stage_x: torch.Tensor
     stage_job: torch.Tensor
@@ -46,6 +57,7 @@ class JobBatch:
     eligible: torch.Tensor
     limit_mask: torch.Tensor
     decisions: int
+    history: torch.Tensor | None = None
 
 
 def collate(obs: Sequence[JobObs]) -> JobBatch:
@@ -59,7 +71,9 @@ def collate(obs: Sequence[JobObs]) -> JobBatch:
         torch.from_numpy(np.concatenate([np.full(o.jobs, i, dtype=np.int64) for i, o in enumerate(obs)])),
         torch.from_numpy(np.concatenate([o.eligible for o in obs])),
         torch.from_numpy(np.concatenate([np.broadcast_to(o.limit_mask, (o.jobs, o.limit_mask.size)) for o in obs])),
-        len(obs))
+        len(obs),
+        torch.from_numpy(np.stack([o.history for o in obs])) if obs and all(o.history is not None for o in obs)
+        else None)
 
 
 def _mlp(i: int, h: int, o: int) -> nn.Sequential:
@@ -79,6 +93,13 @@ class JobNet(nn.Module):
         self.global_in = _mlp(h, h, h)
         self.score = _mlp(2 * h, h, 1)
         self.limit = _mlp(2 * h, h, len(LIMIT_SHARES))
+        if spec.history not in HISTORIES:
+            raise ValueError(f"unknown history {spec.history!r} ({', '.join(HISTORIES)})")
+        if spec.history == "lstm":
+            self.history = nn.LSTM(HISTORY_WIDTH, h, batch_first=True)
+            self.history_out = nn.Linear(h, h)
+            nn.init.zeros_(self.history_out.weight)
+            nn.init.zeros_(self.history_out.bias)
 
     def forward(self, b: JobBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """float32[J] job scores (NEG where not eligible) and float32[J, L] limit logits (NEG where masked)."""
@@ -93,7 +114,13 @@ class JobNet(nn.Module):
         z = self.job_in(torch.cat([pooled, b.job_x], 1))
         g = torch.zeros(b.decisions, z.shape[1]).index_add_(0, b.job_dec, self.global_in(z))
         count = torch.zeros(b.decisions).index_add_(0, b.job_dec, torch.ones(n_jobs)).clamp(min=1.0)
-        g = (g / count[:, None])[b.job_dec]
+        g = g / count[:, None]
+        if self.spec.history == "lstm":
+            if b.history is None:
+                raise ValueError("a history network needs each decision's history (JobObs.history)")
+            _, (h_n, _) = self.history(b.history)
+            g = g + self.history_out(h_n[-1])
+        g = g[b.job_dec]
         zg = torch.cat([z, g], 1)
         scores = self.score(zg).squeeze(1).masked_fill(~b.eligible, NEG)
         limits = self.limit(zg).masked_fill(~b.limit_mask, NEG)

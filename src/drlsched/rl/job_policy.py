@@ -7,9 +7,15 @@ limit per job, from a seeded generator) and records each decision (`Step`).
 Checkpoint: like the other kinds (`rl.checkpoint`: weights_only load, sha256 over header and tensors, bounded
 size, shapes checked on a `meta`-device network first) with its own format name and the feature spec it was
 trained on, so no other kind of file loads as a job policy and a job policy loads as nothing else.
-Layout: format "drlsched-job-policy", format_version 1, features: `feature_spec()`, spec: `JobNetSpec` fields,
-algo: "ppo" | "dqn" (rl/job_dqn.py; absent in files written before it: ppo), meta: training facts, state, sha256.
-Both algorithms' nets are the same `JobNet` served the same greedy way; the algo only keeps `ppo:` and `dqn:` honest.
+Layout: format "drlsched-job-policy", format_version 1, features: `feature_spec(history)`, spec: `JobNetSpec`
+fields (`history` only where it is not "none": the checkpoints before it have hidden and rounds only), algo:
+"ppo" | "dqn" (rl/job_dqn.py; absent in files written before it: ppo), meta: training facts, state, sha256. A
+checkpoint's features must be those its spec's history builds. Both algorithms' nets are the same `JobNet` served
+the same greedy way; the algo only keeps `ppo:` and `dqn:` honest.
+
+With a history input (rl.job_history) the policy keeps the arrivals it has seen: one policy object per episode
+(`reset` between episodes of a training run); `see` takes in a decision it did not make (the guard's, while it
+delegates), so the window stays whole.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from drlsched.jobs.policies import Decision, JobPolicy
 from drlsched.rl.checkpoint import JOB_POLICY_FORMAT as FORMAT
 from drlsched.rl.checkpoint import MAX_WIDTH, checked_net, read_checkpoint, weights, write_checkpoint
 from drlsched.rl.job_features import JOB_FEATURE_VERSION, JobObs, feature_spec, observe
+from drlsched.rl.job_history import HISTORIES, ArrivalHistory
+from drlsched.rl.job_history import HISTORY_VERSION as _HISTORY_VERSION
 from drlsched.rl.job_net import JobNet, JobNetSpec, collate
 
 FORMAT_VERSION = 1
@@ -68,9 +76,22 @@ class LearnedJobPolicy:
         self.expert = expert
         self.record: list[Step] | None = None
         self.clock: Callable[[], float] = lambda: 0.0
+        self.arrivals = ArrivalHistory() if net.spec.history != "none" else None
+
+    def reset(self) -> None:
+        """Forgets the arrivals seen (a new episode)."""
+        if self.arrivals is not None:
+            self.arrivals = ArrivalHistory()
+
+    def see(self, jobs: Sequence[Job], executors: int) -> None:
+        if self.arrivals is not None:
+            self.arrivals.see(jobs, executors)
 
     def decide(self, jobs: Sequence[Job], executors: int, critical_path: Callable[[Job], float]) -> Decision:
         obs = observe(jobs, executors, critical_path)  # also when empty: the recorded jobs-in-system drops to 0
+        if self.arrivals is not None:
+            self.arrivals.see(jobs, executors)
+            obs.history = self.arrivals.window(executors)
         if self.expert is not None:
             out = self.expert.decide(jobs, executors, critical_path)
             ranks, levels = expert_action(obs, jobs, out)
@@ -141,7 +162,7 @@ def expert_action(obs: JobObs, jobs: Sequence[Job], decision: Decision) -> tuple
 
 # --- checkpoint ------------------------------------------------------------------------------------------------
 def save_job_policy(path: str | Path, net: JobNet, meta: dict[str, Any], algo: str = "ppo") -> str:
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "features": feature_spec(),
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "features": feature_spec(net.spec.history),
               "spec": net.spec.to_dict(), "algo": algo, "meta": json.loads(json.dumps(meta))}
     return write_checkpoint(path, header, net)
 
@@ -159,11 +180,17 @@ def load_job_net(path: str | Path, algo: str | None = None) -> tuple[JobNet, dic
     if data.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{p} has job policy format version {data.get('format_version')}; this drlsched reads "
                         f"version {FORMAT_VERSION}")
+    spec = _spec(p, data.get("spec"))
     found = data.get("features")
-    if found != feature_spec():
+    if found != feature_spec(spec.history):
         version = str(found.get("version") if isinstance(found, dict) else None)[:20]
-        raise UserError(f"{p} was trained on job feature spec {version}, not the one this drlsched builds "
-                        f"(version {JOB_FEATURE_VERSION}): retrain the policy")
+        hist = found.get("history") if isinstance(found, dict) else None
+        if isinstance(hist, dict):
+            version += f" with history {str(hist.get('kind'))[:20]} version {str(hist.get('version'))[:20]}"
+        raise UserError(f"{p} was trained on job feature spec {version}, not the one this drlsched builds for "
+                        f"history {spec.history} (version {JOB_FEATURE_VERSION}"
+                        + ("" if spec.history == "none" else f" with history version {_HISTORY_VERSION}")
+                        + "): retrain the policy")
     found_algo = data.get("algo", "ppo")
     if found_algo not in ALGOS:
         raise UserError(f"{p}: unknown job policy algorithm {str(found_algo)[:20]!r} (expected ppo or dqn)")
@@ -172,20 +199,23 @@ def load_job_net(path: str | Path, algo: str | None = None) -> tuple[JobNet, dic
     state = weights(p, data)
     # "algo" is part of the digest only where the file has it (older ppo files do not)
     header = {k: data.get(k) for k in ("format", "format_version", "features", "spec", "algo", "meta") if k in data}
-    spec = _spec(p, header["spec"])
     net = cast(JobNet, checked_net(p, lambda: JobNet(spec), header, state, data.get("sha256"), "job policy"))
     return net, header
 
 
 def _spec(p: Path, raw: object) -> JobNetSpec:
-    if not isinstance(raw, dict) or set(raw) != {"hidden", "rounds"}:
+    if not isinstance(raw, dict) or not {"hidden", "rounds"} <= set(raw) <= {"hidden", "rounds", "history"}:
         raise UserError(f"{p} does not describe a job policy network this drlsched builds (spec: expected hidden, "
-                        "rounds)")
+                        "rounds and optionally history)")
+    history = raw.get("history", "none")
+    if history not in HISTORIES or (history == "none" and "history" in raw):  # "none" is written as no key
+        raise UserError(f"{p}: spec.history must be one of {', '.join(h for h in HISTORIES if h != 'none')} "
+                        f"(or absent), not {str(history)[:40]}")
     for key, high in (("hidden", MAX_WIDTH), ("rounds", MAX_ROUNDS)):
         value = raw[key]
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
             raise UserError(f"{p}: spec.{key} must be an integer from 1 to {high}, not {str(value)[:40]}")
-    return JobNetSpec(raw["hidden"], raw["rounds"])
+    return JobNetSpec(raw["hidden"], raw["rounds"], str(history))
 
 
 def load_job_policy(param: str, algo: str = "ppo") -> JobPolicy:

@@ -76,6 +76,7 @@ class Episode:
 def run_episode(source: JobSource, policy: LearnedJobPolicy, seed: int) -> Episode:
     """One run of `source`'s jobs (seed) under `policy`, recording its decisions."""
     policy.record = []
+    policy.reset()
     engine = JobEngine(source.arrivals(seed), policy, source.config(), seed)
     policy.clock = lambda: engine.t
     m = engine.run()
