@@ -121,3 +121,18 @@ def test_bad_checkpoints_are_one_line(trained: Path, tmp_path: Path) -> None:
             load_packer(f"packer:{bad}")
     net, _ = load_packer_net(trained)
     assert net is not None
+
+
+COMMITTED = Path(__file__).resolve().parents[2] / "bench" / "results" / "packer" / "policy.pt"
+
+
+def test_the_committed_packer_loads_and_packs_an_openb_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    # the checkpoint the docs' packer numbers come from: from a clean clone it must load and place pods
+    facts = json.loads((COMMITTED.parent / "train_committed.json").read_text())
+    net, _ = load_packer_net(COMMITTED)
+    assert facts["policy"].endswith("policy.pt") and net is not None
+    policy = f"packer:{COMMITTED}"
+    assert main(["simulate", "--trace", str(OPENB), "--trace-format", "alibaba-gpu-v2023", "--policy", policy,
+                 "--json", "-", "--quiet"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["policy"] == policy and metrics["pods_scheduled"] > 0
