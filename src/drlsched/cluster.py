@@ -141,10 +141,10 @@ class Cluster:
     def fits_any(self, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """bool[k]: whether each request row (`PodRequest.row`, int64[k, 7]) fits at least one of `nodes` now, by
         the same rules as `feasible` (NodeResourcesFit's queueing hint for a node whose room grew)."""
-        free_cpu, free_mem = (self.cap_cpu - self.req_cpu)[nodes], (self.cap_mem - self.req_mem)[nodes]
+        free_cpu, free_mem = self.cap_cpu[nodes] - self.req_cpu[nodes], self.cap_mem[nodes] - self.req_mem[nodes]
         if not self.reclaim:
             return self._fits_any(rows, nodes, free_cpu, free_mem)
-        be_cpu, be_mem = (self.batch_cpu - self.be_cpu)[nodes], (self.batch_mem - self.be_mem)[nodes]
+        be_cpu, be_mem = self.batch_cpu[nodes] - self.be_cpu[nodes], self.batch_mem[nodes] - self.be_mem[nodes]
         batch = rows[:, 6] != 0
         if self.taint_bit or rows[:, 2].any():
             b = batch[:, None]
@@ -152,8 +152,10 @@ class Cluster:
         # Parked BE pods are many when batch room is scarce, and CPU/memory-only rows are checked against the
         # nodes' Pareto frontier of free room instead of every node: O(k log nodes), not O(k × nodes).
         room = (self.pods < self.max_pods)[nodes]
-        out = fits_cpu_mem(rows[:, 0], rows[:, 1], free_cpu[room], free_mem[room])
-        out[batch] = fits_cpu_mem(rows[batch, 0], rows[batch, 1], be_cpu[room], be_mem[room])
+        out = np.empty(rows.shape[0], dtype=bool)
+        for sel, cpu, mem in ((~batch, free_cpu, free_mem), (batch, be_cpu, be_mem)):
+            if sel.any():
+                out[sel] = fits_cpu_mem(rows[sel, 0], rows[sel, 1], cpu[room], mem[room])
         return out
 
     def _fits_any(self, rows: np.ndarray, nodes: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray
@@ -252,6 +254,8 @@ def fits_cpu_mem(cpu: np.ndarray, mem: np.ndarray, free_cpu: np.ndarray, free_me
     """bool[k]: whether some node has free_cpu >= cpu[i] and free_mem >= mem[i]. Only the nodes no other node beats
     on both count (the Pareto frontier); sorted by CPU ascending their memory descends, so the first frontier node
     with enough CPU has the most memory among those that do."""
+    if free_cpu.size <= 8:  # most wake-ups free one node: the frontier would cost more than the check
+        return ((cpu[:, None] <= free_cpu) & (mem[:, None] <= free_mem)).any(axis=1)
     order = np.lexsort((-free_mem, -free_cpu))  # CPU descending, then memory descending
     c, m = free_cpu[order], free_mem[order]
     best_before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], m[:-1]])) if m.size else m
