@@ -39,6 +39,7 @@ from drlsched.cluster import GPU_MILLI
 from drlsched.errors import UserError
 from drlsched.machine import machine_info
 from drlsched.policies import make_policy
+from drlsched.policies.base import Decision, Option, PodContext, Policy
 from drlsched.sim.entities import Run
 from drlsched.simulator import Simulator
 
@@ -137,6 +138,63 @@ class TailProbe(Simulator):
         return "capacity"
 
 
+class ModelReserve(Policy):
+    """A proposal, measured here only (`reserve+POLICY`): a pod without a GPU model constraint avoids the nodes
+    of an oversubscribed model unless nothing else fits. A model is oversubscribed when the GPU demand of the pods
+    constrained to it (a set's demand split over its models by capacity), as a share of all GPU demand seen so
+    far, exceeds the model's share of the cluster's GPUs. No parameter: the demand is counted online from the
+    pods the policy is asked about (each once), as FGD counts its typical shapes."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = f"reserve+{inner.name}"
+        self.needs_gpus = inner.needs_gpus
+
+    def reset(self, cluster, rng) -> None:  # type: ignore[no-untyped-def]
+        super().reset(cluster, rng)
+        self.inner.reset(cluster, rng)
+        bits = cluster.node_model_bit
+        self.bits = sorted({int(b) for b in bits[cluster.gpu_count > 0]})
+        self.cap = {b: float(cluster.gpu_count[bits == b].sum()) for b in self.bits}
+        self.seen: set[str] = set()
+        self.demand: defaultdict[int, float] = defaultdict(float)  # model mask -> GPU milli asked
+        self.total = 0.0
+
+    def reserved(self) -> np.ndarray:
+        """bool[N]: the nodes of oversubscribed models."""
+        c, cap_all = self.cluster, sum(self.cap.values())
+        out = np.zeros(c.size, dtype=bool)
+        if self.total <= 0 or cap_all <= 0:
+            return out
+        for b in self.bits:
+            mine = 0.0
+            for mask, d in self.demand.items():
+                if mask and mask & b:
+                    share = sum(self.cap[x] for x in self.bits if mask & x)
+                    mine += d * self.cap[b] / share
+            if mine / self.total > self.cap[b] / cap_all:
+                out |= c.node_model_bit == b
+        return out
+
+    def select(self, ctx: PodContext) -> Decision | None:
+        r = ctx.options[0].request
+        if ctx.pod.uid not in self.seen and r.gpus:
+            self.seen.add(ctx.pod.uid)
+            self.demand[r.model_mask] += r.gpus * r.gpu_milli
+            self.total += r.gpus * r.gpu_milli
+        if not r.model_mask:
+            keep = ~self.reserved()
+            options = [Option(o.gpus, o.request, o.feasible & keep) if (o.feasible & keep).any() else o
+                       for o in ctx.options]
+            ctx = PodContext(ctx.pod, options, ctx.cluster, ctx.now, ctx.job_nodes, ctx.typical, ctx.data_nodes,
+                             ctx.reclaim)
+        return self.inner.select(ctx)
+
+
+def probe_policy(name: str) -> Policy:
+    return ModelReserve(make_policy(name[len("reserve+"):])) if name.startswith("reserve+") else make_policy(name)
+
+
 def _p99(x: np.ndarray) -> float:
     return float(np.percentile(x, 99)) if x.size else float("nan")
 
@@ -144,7 +202,7 @@ def _p99(x: np.ndarray) -> float:
 def one(policy: str, seed: int, nodes: int, duration: float) -> dict[str, object]:
     ev = build_parser().parse_args(["evaluate", "--scenario", "ml-gpu", "--load", "1", "--nodes", str(nodes),
                                     "--duration", str(duration), "--policies", policy, "--out", "unused"])
-    sim = TailProbe(workload_source(ev)(seed), make_policy(policy), seed, sim_config(ev, ev.reclaim[0]))
+    sim = TailProbe(workload_source(ev)(seed), probe_policy(policy), seed, sim_config(ev, ev.reclaim[0]))
     metrics = sim.run()
     jobs: dict[str, dict] = {}  # type: ignore[type-arg]
     for run in sim.done:
@@ -254,7 +312,7 @@ def main() -> None:
     policies = [p for p in args.policies.split(",") if p]
     try:
         for p in policies:
-            make_policy(p)
+            probe_policy(p)
     except UserError as err:
         print(str(err), file=sys.stderr)
         sys.exit(2)
