@@ -22,17 +22,18 @@ def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_tail_probe_matches_the_simulator_and_decomposes_every_run() -> None:
-    res = _bench("simulator/mlgpu_tail.py", "--policies", "first-fit,reserve+fgd", "--seeds", "900", *TINY)
+    res = _bench("simulator/mlgpu_tail.py", "--policies", "first-fit,reserve+fgd,avoid-P100+fgd", "--seeds", "900",
+                 *TINY)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert [r["policy"] for r in out["per_run"]] == ["first-fit", "reserve+fgd"]
+    assert [r["policy"] for r in out["per_run"]] == ["first-fit", "reserve+fgd", "avoid-P100+fgd"]
     for run in out["per_run"]:
         assert run["jct_p99_s"] == pytest.approx(run["metric_jct_p99_s"])  # the probe changes no decision
         assert run["jct_p99_if_no_wait_s"] <= run["jct_p99_s"] + 1e-6
         assert sum(c["jobs"] for c in run["by_class"].values()) == run["jobs"]
         assert sum(m["jobs"] for m in run["by_model"].values()) == run["jobs"]
         assert sum(c["tail_jobs"] for c in run["by_class"].values()) == run["tail_jobs"] >= 1
-    assert set(out["summary"]) == {"first-fit", "reserve+fgd"}
+    assert set(out["summary"]) == {"first-fit", "reserve+fgd", "avoid-P100+fgd"}
 
 
 def test_a_bad_policy_or_seed_list_is_one_line() -> None:
