@@ -37,6 +37,7 @@ from drlsched.cli import build_parser
 from drlsched.cli_common import sim_config, workload_source
 from drlsched.cluster import GPU_MILLI
 from drlsched.errors import UserError
+from drlsched.evaluate import mean_ci
 from drlsched.fragmentation import TypicalPods
 from drlsched.machine import machine_info
 from drlsched.policies import make_policy
@@ -273,7 +274,8 @@ def _mean(values: list[float]) -> float:
 
 
 def summarize(runs: list[dict[str, object]], policies: list[str]) -> dict[str, object]:
-    """Per policy, the means over seeds (pod-seconds summed over seeds)."""
+    """Per policy, the means over seeds (pod-seconds summed over seeds); its P99 JCT's mean ± 95% CI and its paired
+    P99 ratio over every other policy (mean ± 95% CI, Student t, over the seeds)."""
     out: dict[str, object] = {}
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
@@ -281,6 +283,11 @@ def summarize(runs: list[dict[str, object]], policies: list[str]) -> dict[str, o
                                     for k in ("jct_p99_s", "jct_p99_if_no_wait_s", "tail_wait_mean_s",
                                               "tail_run_mean_s", "wait_mean_s", "run_over_work_mean",
                                               "free_whole_gpus_mean", "stranded_whole_gpus_mean")}
+        entry["jct_p99_ci"] = mean_ci([float(r["jct_p99_s"]) for r in mine])  # type: ignore[arg-type]
+        p99 = {r["seed"]: float(r["jct_p99_s"]) for r in mine}  # type: ignore[arg-type]
+        entry["p99_paired_over"] = {q: mean_ci([p99[r["seed"]] / float(r["jct_p99_s"])  # type: ignore
+                                                for r in runs if r["policy"] == q and r["seed"] in p99])
+                                    for q in policies if q != p}
         classes: dict[str, object] = {}
         for c in CLASSES:
             rows = [r["by_class"][c] for r in mine if c in r["by_class"]]  # type: ignore[index,operator]
