@@ -14,7 +14,13 @@ every usage tick, for every pending pod, why it fits no node now:
 Classes: `cpu` (no GPU), `share` (part of one GPU), `gpu1` (one whole GPU), `gpu2`/`gpu4`/`gpu8` (one pod of that
 many GPUs), `dist` (a job of 2 or 4 8-GPU workers). The tail is each seed's jobs with JCT ≥ its P99.
 `p99_without_wait[c]` is the P99 JCT with class c's queueing removed (its jobs' JCT = their run time): the class
-whose queueing makes the tail lowers it most. Validation seeds (900+) by default, never the bench's 0–19.
+whose queueing makes the tail lowers it most. Per model constraint (`by_model`) also the load its pods offer to
+the GPUs they may use (GPUs × work over those GPUs × the window) and the share of them asking more than half the
+CPU of their largest allowed node. `gpu_share_held` / `cpu_share_held`: each node model's GPU-time (CPU-time) in
+the window held by constrained pods, pods with no constraint, and CPU-only pods. Policies may be wrapped:
+`reserve+POLICY` (a proposal: pods with no model constraint avoid oversubscribed models' nodes, `ModelReserve`)
+and `avoid-M1/M2+POLICY` (they avoid those models' nodes: a causal check). Validation seeds (900+) by default,
+never the bench's 0–19.
 Usage: python bench/simulator/mlgpu_tail.py [--policies first-fit,fgd,fgd-lookahead,packer:PATH]
        [--seeds 900,901,902,903,904] [--nodes 40] [--duration 7200] [--jobs 2]
 """
@@ -76,6 +82,9 @@ class TailProbe(Simulator):
         self.blocked: defaultdict[tuple[str, str], float] = defaultdict(float)  # pod-seconds, by class
         self.blocked_model: defaultdict[tuple[str, str], float] = defaultdict(float)  # by model constraint
         self.workers: dict[str, int] = defaultdict(int)
+        self.offered: defaultdict[str, float] = defaultdict(float)  # model tag -> GPU-seconds of work arrived
+        self.asked: defaultdict[str, int] = defaultdict(int)  # model tag -> GPU pods arrived
+        self.big: defaultdict[str, int] = defaultdict(int)  # ... of which ask > half their largest node's CPU
         self.stranded_s = 0.0  # ∫ free whole GPUs on nodes with < 4 cores or < 12 GiB free dt, in the window
         self.free_gpu_s = 0.0  # ∫ free whole GPUs dt, in the window
         # ∫ GPU milli held dt in the window, per node model, by pods with no model constraint / with one
@@ -84,6 +93,13 @@ class TailProbe(Simulator):
 
     def _arrive(self, spec) -> None:  # type: ignore[no-untyped-def]
         self.workers[spec.job_id] += 1
+        if spec.gpus:
+            tag = model_tag(spec.gpu_models)
+            self.offered[tag] += spec.gpus * (spec.gpu_milli or GPU_MILLI) / GPU_MILLI * float(spec.work_s or 0.0)
+            self.asked[tag] += 1
+            allowed = [x for x in self.workload.nodes if x.gpus and (not spec.gpu_models
+                                                                     or x.gpu_model in spec.gpu_models)]
+            self.big[tag] += bool(allowed) and spec.cpu_m > 0.5 * max(x.cpu_m for x in allowed)
         super()._arrive(spec)
 
     def _enqueue(self, run: Run, t: float) -> None:
@@ -236,13 +252,17 @@ def one(policy: str, seed: int, nodes: int, duration: float) -> dict[str, object
     model = np.array([j["model"] for j in done])
     p99 = _p99(jct)
     tail = jct >= p99
+    window = sim.workload.duration_s
+    gpus_of: dict[str, float] = {tag: float(sum(x.gpus for x in sim.workload.nodes if x.gpus and (
+        tag == "any" or x.gpu_model in tag.split("+")))) for tag in sim.asked}
     by_model: dict[str, object] = {}
     for tag in sorted(set(model.tolist())):
         m = model == tag
-        by_model[tag] = {"jobs": int(m.sum()), "wait_mean_s": float(wait[m].mean()), "wait_p99_s": _p99(wait[m]),
+        by_model[tag] = {"offered_load": sim.offered[tag] / (gpus_of[tag] * window) if gpus_of.get(tag) else 0.0,
+                         "over_half_node_cpu": sim.big[tag] / sim.asked[tag] if sim.asked.get(tag) else 0.0,
+                         "jobs": int(m.sum()), "wait_mean_s": float(wait[m].mean()), "wait_p99_s": _p99(wait[m]),
                          "tail_jobs": int((m & tail).sum()), "p99_without_wait_s": _p99(np.where(m, run_s, jct)),
                          "blocked_pod_s": {r: sim.blocked_model.get((tag, r), 0.0) for r in REASONS}}
-    window = sim.workload.duration_s
     gpus_by_model: dict[str, float] = defaultdict(float)
     cpu_by_model: dict[str, float] = defaultdict(float)
     for x in sim.workload.nodes:
@@ -303,7 +323,8 @@ def summarize(runs: list[dict[str, object]], policies: list[str]) -> dict[str, o
         for tag in sorted({t for r in mine for t in r["by_model"]}):  # type: ignore[attr-defined]
             rows = [r["by_model"][tag] for r in mine if tag in r["by_model"]]  # type: ignore[index,operator]
             models[tag] = {k: _mean([float(x[k]) for x in rows])  # type: ignore[index]
-                           for k in ("jobs", "wait_mean_s", "wait_p99_s", "p99_without_wait_s")}
+                           for k in ("jobs", "wait_mean_s", "wait_p99_s", "p99_without_wait_s", "offered_load",
+                           "over_half_node_cpu")}
             models[tag]["tail_jobs"] = int(sum(int(x["tail_jobs"]) for x in rows))  # type: ignore[index]
             models[tag]["blocked_pod_s"] = {reason: round(sum(float(x["blocked_pod_s"][reason])  # type: ignore
                                                               for x in rows), 1) for reason in REASONS}
