@@ -39,6 +39,17 @@ def best_heuristic(load: float) -> str:
     return str(loads[key]["best_setting"])
 
 
+def print_tables(policies: dict[str, Any], ratios: dict[str, Any]) -> None:
+    """The policies' JCTs and the paired ratios as markdown tables, on stderr (stdout holds the JSON)."""
+    lines = ["| policy | mean JCT (s) | P50 JCT (s) | P99 JCT (s) |", "|---|---|---|---|"]
+    for role, p in policies.items():
+        lines.append(f"| {role} (`{p['setting']}`) | " + " | ".join(ci_cell(p[k], ".0f", ".0f") for k in KEYS) + " |")
+    lines += ["", "| paired ratio | mean JCT | P50 JCT | P99 JCT |", "|---|---|---|---|"]
+    for label, r in ratios.items():
+        lines.append(f"| {label} | " + " | ".join(ci_cell(r[k], ".3f", ".3f") for k in KEYS) + " |")
+    print("\n".join(lines), file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", required=True, help="the learned job policy's policy.pt")
@@ -83,13 +94,7 @@ def main() -> None:
            "wall_s": time.perf_counter() - t0, "machine": machine_info()}
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
-    lines = ["| policy | mean JCT (s) | P50 JCT (s) | P99 JCT (s) |", "|---|---|---|---|"]
-    for role, p in policies.items():
-        lines.append(f"| {role} (`{p['setting']}`) | " + " | ".join(ci_cell(p[k], ".0f", ".0f") for k in KEYS) + " |")
-    lines += ["", "| paired ratio | mean JCT | P50 JCT | P99 JCT |", "|---|---|---|---|"]
-    for label, r in ratios.items():
-        lines.append(f"| {label} | " + " | ".join(ci_cell(r[k], ".3f", ".3f") for k in KEYS) + " |")
-    print("\n".join(lines), file=sys.stderr)
+    print_tables(policies, ratios)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from drlsched.errors import UserError
-from drlsched.evaluate import ci_cell, mean_ci, ratio_or_none
+from drlsched.evaluate import mean_ci, ratio_or_none
 from drlsched.jobs.alibaba import load_jobs
 from drlsched.jobs.engine import EngineConfig, JobEngine
 from drlsched.jobs.model import JobArrival
 from drlsched.jobs.policies import make_job_policy
 from drlsched.machine import machine_info
 from drlsched.rl.job_guard import GuardedJobPolicy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from job_policy_compare import print_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT.parent / "shared" / "traces" / "alibaba-v2018-sample"
@@ -136,13 +139,7 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
-    lines = ["| policy | mean JCT (s) | P50 JCT (s) | P99 JCT (s) |", "|---|---|---|---|"]
-    for role, p in policies.items():
-        lines.append(f"| {role} (`{p['setting']}`) | " + " | ".join(ci_cell(p[k], ".0f", ".0f") for k in KEYS) + " |")
-    lines += ["", "| paired ratio | mean JCT | P50 JCT | P99 JCT |", "|---|---|---|---|"]
-    for label, r in ratios.items():
-        lines.append(f"| {label} | " + " | ".join(ci_cell(r[k], ".3f", ".3f") for k in KEYS) + " |")
-    print("\n".join(lines), file=sys.stderr)
+    print_tables(policies, ratios)
     return 0
 
 

@@ -71,6 +71,7 @@ def test_checkpoint_round_trip_and_the_other_algo_is_refused_in_one_line(
     out = tmp_path / "run"
     assert main(["train-jobs", "--algo", "dqn", *SMALL, "--updates", "2", "--validation-seeds", "1",
                  "--out", str(out)]) == 0
+    assert "best validation JCT" in capsys.readouterr().err  # the training bar's objective
     net, header = load_job_net(out / "policy.pt", "dqn")
     assert header["algo"] == "dqn" and header["meta"]["algo"] == "dqn"
     again = tmp_path / "again.pt"
