@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -113,9 +115,12 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     rows: list[dict[str, float]] = []
     t0 = time.perf_counter()
 
+    bar = TrainBar(s.updates, s.minutes)
+
     def log(row: dict[str, float]) -> None:
         rows.append(row)
         print(json.dumps({k: round(v, 4) for k, v in row.items()}), flush=True)
+        bar.show(row)
 
     imitation: dict[str, float] = {}
     if s.imitation_episodes:
@@ -151,6 +156,7 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
     # The last weights too: the best-on-validation checkpoint may be the start itself (a short fine-tune whose
     # updates never beat it on the 3 validation seeds), and comparing recipes then needs where training went.
     save_job_policy(out / "last.pt", net, {**meta, "best": dict(best), "last_update": counters.get("updates", 0.0)})
+    bar.close()
     wall = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {"policy": str(out / "policy.pt"), "wall_s": round(wall, 1), "imitation_s": round(imitation_s, 1),
@@ -166,6 +172,38 @@ def cmd_train_jobs(args: argparse.Namespace) -> int:
           f"use it with: drlsched evaluate --scenario tpch --job-policies "
           f"fifo,{s.expert},{args.algo}:{out / 'policy.pt'} --seeds 10 --out DIR")
     return 0
+
+
+class TrainBar:
+    """A bar on stderr over the PPO budget (updates, else minutes) that shows the objective as it improves: the
+    best validation mean JCT so far and the last rollouts' mean JCT (imitation: its epoch and loss)."""
+
+    def __init__(self, updates: int | None, minutes: float) -> None:
+        from tqdm import tqdm
+
+        self.by_update = bool(updates)
+        total = updates if updates else max(1, round(60 * minutes))
+        self.bar = tqdm(total=total, desc="train-jobs", unit="update" if self.by_update else "s", file=sys.stderr,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
+        self.best: float | None = None
+
+    def show(self, row: dict[str, float]) -> None:
+        if row.get("phase") == 0.0:
+            self.bar.set_postfix_str(f"imitation epoch {row['epoch'] + 1:.0f} loss {row['imitation_loss']:.3f}")
+            return
+        v = row.get("validation_jct_mean_s")
+        if v is not None and math.isfinite(v) and (self.best is None or v < self.best):
+            self.best = v
+        parts = [] if self.best is None else [f"best validation JCT {self.best:.0f} s"]
+        if "train_jct_mean_s" in row:
+            parts.append(f"rollouts {row['train_jct_mean_s']:.0f} s")
+        self.bar.set_postfix_str(", ".join(parts))
+        done = row.get("update", 0.0) if self.by_update else row.get("wall_s", 0.0)
+        if done > self.bar.n:
+            self.bar.update(min(done, self.bar.total) - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def write_job_curve(out: Path, rows: list[dict[str, float]]) -> None:
