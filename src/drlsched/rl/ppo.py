@@ -167,6 +167,7 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
     scaler = RunningStd(n_env, s.gamma) if s.norm_reward else None
     next_done = torch.zeros(n_env)
     global_step = 0
+    util = "-"  # the bar's utilisation: the last one measured (an update whose rollouts end no episode has none)
     try:
         for update in range(1, num_updates + 1):
             if s.minutes is not None and time.perf_counter() - t0 > s.minutes * 60:
@@ -265,7 +266,8 @@ def train_ppo(s: PPOSettings, env_cfg: EnvConfig, net_cfg: NetConfig, net: Sched
                 on_update(row)
             if progress is not None:
                 progress.update(batch)
-                util = "-" if math.isnan(row["cpu_util"]) else f"{row['cpu_util']:.3f}"  # no episode ended yet
+                if not math.isnan(row["cpu_util"]):
+                    util = f"{row['cpu_util']:.3f}"
                 progress.set_postfix(reward=f"{row['reward_per_step']:.4f}", util=util)
     finally:
         workers.close()
