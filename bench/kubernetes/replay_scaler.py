@@ -8,8 +8,14 @@ image pull and warm-up). Prints JSON (also written to --out): per scaler each me
 relative difference, the ready-replica curves' mean absolute relative difference over the window's minutes, and
 whether violation minutes and the curve are within 15%.
 
+With `--node-autoscaler karpenter` the nodes are Karpenter's: one NodePool of the simulator's template with
+`--nodes` as its size limit and the simulator's provisioning delay / speed-up as the KWOK node class's
+registration delay; the service runs only on the pool's nodes (one static node stays empty of it), which start
+from none, and `node_hours` counts the pool's NodeClaims.
+
 Usage: python bench/kubernetes/replay_scaler.py [--scalers hpa,predictive,ppo:PATH] [--seed 0] [--nodes 6]
-       [--speedup 5] [--out bench/results/replay_scaler.json] [--resimulate EARLIER.json]
+       [--speedup 5] [--node-autoscaler none|karpenter] [--out bench/results/replay_scaler.json]
+       [--resimulate EARLIER.json]
 A `ppo:` policy's training settings are read from the train.json beside it and recorded.
 """
 
@@ -27,7 +33,8 @@ import kubernetes
 import numpy as np
 
 from drlsched.autoscale.cli_replay import plan_from_args
-from drlsched.autoscale.driver import DEFAULT_TEMPLATE, LEARNED_PREFIX
+from drlsched.autoscale.driver import LEARNED_PREFIX
+from drlsched.autoscale.node_groups import NodeGroup
 from drlsched.autoscale.replay import Plan, compare, replay_scaler, simulate_window
 from drlsched.cli import build_parser
 from drlsched.evaluate import to_jsonable
@@ -37,8 +44,9 @@ from drlsched.testbed.controlplane import Options, down, up
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 0.15
-KEYS = ("violation_minutes", "sla_violation_rate", "replica_hours", "overprovision_ratio", "time_to_scale_p50_s",
-        "slowdown_p99_burst", "scale_actions")
+POOL = "pool-replay"
+KEYS = ("violation_minutes", "sla_violation_rate", "replica_hours", "node_hours", "overprovision_ratio",
+        "time_to_scale_p50_s", "slowdown_p99_burst", "scale_actions")
 
 
 def main() -> None:
@@ -47,21 +55,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, default=6)
     ap.add_argument("--speedup", type=float, default=5.0)
+    ap.add_argument("--node-autoscaler", choices=("none", "karpenter"), default="none")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replay_scaler.json")
     ap.add_argument("--resimulate", type=Path, metavar="FILE",
                     help="no cluster: recompute the simulated columns of this earlier result (its replays kept)")
     a = ap.parse_args()
     if a.resimulate:
         return _resimulate(a.resimulate, a.out)
-    plans = {s: _plan(s, a.seed, a.nodes, a.speedup) for s in a.scalers.split(",")}
+    plans = {s: _plan(s, a.seed, a.nodes, a.speedup, a.node_autoscaler) for s in a.scalers.split(",")}
     first = next(iter(plans.values()))
     build()
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="replay-scaler-") as tmp:
-        state = Path(tmp)
-        specs = [DEFAULT_TEMPLATE.node_spec(f"node-{i:02d}") for i in range(a.nodes)]
-        bed = up(Options(state_dir=state, nodes=a.nodes, node_specs=specs, metrics_server=True,
-                         controller_manager=True, hpa_sync_period_s=first.hpa_period_s))
+        bed = up(testbed_options(Path(tmp), first))
+        state = bed.state_dir
         api = bed.api_client()
         try:
             for scaler, plan in plans.items():
@@ -78,21 +85,35 @@ def main() -> None:
             api.close()
             down(state)
     out = {"scenario": "flash-sale", "seed": a.seed, "nodes": a.nodes, "speedup": a.speedup,
+           "node_autoscaler": a.node_autoscaler, "node_provision_s": first.config.node_provision_s,
            "window_s": [first.window.start_s, first.end_s], "hpa_period_s": first.hpa_period_s,
            "metrics_resolution_workload_s": 10 * a.speedup, "machine": machine_info(), "scalers": results}
     _write(out, a.out)
 
 
-def _plan(scaler: str, seed: int, nodes: int, speedup: float) -> Plan:
+def testbed_options(state: Path, plan: Plan) -> Options:
+    """The replay's testbed: `--nodes` nodes of the simulator's template, or with Karpenter one static node and a
+    NodePool of the template (at most `--nodes`) whose nodes register after the simulator's delay / speed-up."""
+    base = {"state_dir": state, "metrics_server": True, "controller_manager": True,
+            "hpa_sync_period_s": plan.hpa_period_s}
+    template, nodes = plan.config.template, plan.config.nodes
+    if plan.config.node_autoscaler == "none":
+        return Options(nodes=nodes, node_specs=[template.node_spec(f"node-{i:02d}") for i in range(nodes)], **base)
+    return Options(nodes=1, node_specs=[template.node_spec("static-00")], node_autoscaler="karpenter",
+                   node_pools=[NodeGroup(POOL, (template,), 0, nodes)],
+                   node_provision_s=plan.config.node_provision_s / plan.speedup, **base)
+
+
+def _plan(scaler: str, seed: int, nodes: int, speedup: float, node_autoscaler: str = "none") -> Plan:
     argv = ["replay", "--scenario", "flash-sale", "--scaler", scaler, "--nodes", str(nodes), "--seed", str(seed),
-            "--speedup", f"{speedup:g}", "--kubeconfig", "-", "--json", "-"]
+            "--speedup", f"{speedup:g}", "--node-autoscaler", node_autoscaler, "--kubeconfig", "-", "--json", "-"]
     return plan_from_args(build_parser().parse_args(argv))
 
 
 def _resimulate(path: Path, out: Path) -> None:
     data = json.loads(path.read_text())
     for scaler, old in data["scalers"].items():
-        plan = _plan(scaler, data["seed"], data["nodes"], data["speedup"])
+        plan = _plan(scaler, data["seed"], data["nodes"], data["speedup"], data.get("node_autoscaler", "none"))
         series = {"ready": np.asarray(old["ready_real"]), "replicas": np.asarray(old["replicas_real"])}
         data["scalers"][scaler] = _row(scaler, plan, old["real"], series, old["wall_s"])
     _write(data, out)
@@ -120,6 +141,7 @@ def _row(scaler: str, plan: Plan, real: dict[str, Any], series: dict[str, Any], 
         "ready_real": series["ready"], "ready_sim": sim.series["ready"],
         "ready_sim_defaults": default.series["ready"], "needed": sim.series["needed"],
         "replicas_real": series["replicas"], "replicas_sim": sim.series["replicas"],
+        "nodes_real": series.get("nodes"), "nodes_sim": sim.series["nodes"],
         "real": real, "sim": sim.metrics}
     if scaler.startswith(LEARNED_PREFIX):
         facts = Path(scaler[len(LEARNED_PREFIX):]).with_name("train.json")

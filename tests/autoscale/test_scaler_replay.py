@@ -7,7 +7,17 @@ import pytest
 from drlsched.autoscale.cli_replay import plan_from_args
 from drlsched.autoscale.driver import DriverConfig
 from drlsched.autoscale.load import LoadCurve
-from drlsched.autoscale.replay import Plan, Sample, compare, hpa_manifest, make_plan, measure, simulate_window, usage_m
+from drlsched.autoscale.replay import (
+    Plan,
+    Sample,
+    compare,
+    deployment,
+    hpa_manifest,
+    make_plan,
+    measure,
+    simulate_window,
+    usage_m,
+)
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.cli import build_parser, main
 from drlsched.errors import UserError
@@ -95,9 +105,10 @@ def test_hpa_manifest_divides_the_periods() -> None:
     assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
 
 
-def _flash_sale_plan(scaler: str, speedup: float = 5.0, duration: float | None = None) -> Plan:
+def _flash_sale_plan(scaler: str, speedup: float = 5.0, duration: float | None = None,
+                     node_autoscaler: str = "none") -> Plan:
     argv = ["replay", "--scenario", "flash-sale", "--scaler", scaler, "--nodes", "6", "--speedup", str(speedup),
-            "--kubeconfig", "k", "--json", "-"]
+            "--node-autoscaler", node_autoscaler, "--kubeconfig", "k", "--json", "-"]
     return plan_from_args(build_parser().parse_args(argv + (["--duration", str(duration)] if duration else [])))
 
 
@@ -127,12 +138,33 @@ def test_plan_bad_speedup() -> None:
         _flash_sale_plan("hpa", speedup=20.0)
 
 
-def test_plan_needs_a_burst_and_the_clusters_nodes() -> None:
+def test_plan_needs_a_burst_and_a_node_autoscaler_the_cluster_runs() -> None:
     flat = LoadCurve(np.full(10, 5.0), 60.0)
     with pytest.raises(UserError):
         make_plan(SPEC, flat, DriverConfig(), 5.0)
-    with pytest.raises(UserError):
-        make_plan(SPEC, _flat_burst(), DriverConfig(node_autoscaler="karpenter"), 5.0)
+    with pytest.raises(UserError, match="Karpenter"):
+        make_plan(SPEC, _flat_burst(), DriverConfig(node_autoscaler="cluster-autoscaler"), 5.0)
+    assert make_plan(SPEC, _flat_burst(), DriverConfig(node_autoscaler="karpenter"), 5.0).config.node_autoscaler \
+        == "karpenter"
+
+
+def test_karpenter_as_replayed_runs_its_periods_on_the_real_clock() -> None:
+    plan = _flash_sale_plan("hpa", node_autoscaler="karpenter")
+    karpenter = plan.config.karpenter
+    slowed = karpenter.slowed(plan.speedup)
+    assert (slowed.batch_idle_s, slowed.batch_max_s, slowed.poll_s, slowed.validation_s) == (
+        karpenter.batch_idle_s * 5, karpenter.batch_max_s * 5, karpenter.poll_s * 5, karpenter.validation_s * 5)
+    runs = {r: simulate_window(plan, as_replayed=r) for r in (True, False)}
+    nodes = {r: np.asarray(run.series["nodes"]) for r, run in runs.items()}
+    # Both start from the nodes the first replicas need and add nodes for the sale.
+    assert nodes[True][0] == nodes[False][0] == 1 and nodes[True].max() > 1 and nodes[False].max() > 1
+    assert runs[True].metrics["node_hours"] > 0 and runs[True].metrics["node_autoscaler"] == "karpenter"
+
+
+def test_the_deployment_runs_on_the_pool_it_is_given() -> None:
+    spec = deployment(SPEC, 3, "pool-replay")["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"karpenter.sh/nodepool": "pool-replay"}
+    assert "nodeSelector" not in deployment(SPEC, 3)["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("argv", [

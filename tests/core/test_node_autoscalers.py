@@ -187,3 +187,30 @@ def test_karpenter_abandons_a_command_that_is_no_longer_valid() -> None:
     k.step(0.0, [], nodes)
     nodes[0] = node("e", C4, (pod("arrived", 500),), group="pool")
     assert k.step(15.0, [], nodes) == []
+
+
+def test_karpenter_never_consolidates_onto_a_node_still_launching() -> None:
+    """A full node and an empty in-flight one (launched for pending pods): moving the full node's pods onto the
+    in-flight node would void the command upstream ("would schedule against uninitialized nodeclaim"), and
+    deleting it would leave its pods and the new one's pending pods without room."""
+    k = Karpenter(NodeGroup("pool", (C4,)))
+    full = node("full", C4, tuple(pod(f"x{i}", 1000) for i in range(4)), group="pool")
+    launching = node("new", C4, group="pool", ready=False)
+    for t in (0.0, 15.0, 30.0, 45.0):
+        assert not [a for a in k.step(t, [pod("p", 1000)], [full, launching]) if isinstance(a, Remove)], t
+    # Once the new node is up and holds the pending pod, the full one still stays: its pods fit nowhere else.
+    ready = node("new", C4, (pod("p", 1000),), group="pool")
+    for t in (60.0, 75.0, 90.0):
+        assert not [a for a in k.step(t, [], [full, ready]) if isinstance(a, Remove)], t
+
+
+def test_karpenter_pending_pods_take_the_room_a_consolidation_would_use() -> None:
+    """A light node's pod fits on the other node only if the pending pod does not get that room first."""
+    light = node("light", C4, (pod("a", 1000),), group="pool")
+    other = node("other", C4, (pod("b", 2000),), group="pool")
+    k = Karpenter(NodeGroup("pool", (C4,)), KarpenterConfig(batch_idle_s=100.0, batch_max_s=100.0))
+    k.step(0.0, [pod("p", 2000)], [light, other])
+    assert not [a for a in k.step(15.0, [pod("p", 2000)], [light, other]) if isinstance(a, Remove)]
+    free = Karpenter(NodeGroup("pool", (C4,)))
+    free.step(0.0, [], [light, other])
+    assert Remove("light", "underutilized") in free.step(15.0, [], [light, other])

@@ -34,7 +34,8 @@ def test_karpenter_pools_and_instance_types_come_from_node_templates() -> None:
     assert [(p.name, [t.name for t in p.templates]) for p in pools] == [
         ("pool-cpu", ["c32-m128"]), ("pool-v100", ["c96-m384-g8v100"])]
     types = karpenter.instance_types(pools)
-    assert types[1]["resources"] == {"cpu": "96000m", "memory": "393216Mi", "pods": "110", "nvidia.com/gpu": "8"}
+    # Capacity is the template plus the provider's kube-reserved overhead: allocatable is the template.
+    assert types[1]["resources"] == {"cpu": "96100m", "memory": "393226Mi", "pods": "110", "nvidia.com/gpu": "8"}
     assert types[0]["offerings"][0]["Price"] == node_templates(nodes)[0].price
     gpu_pool = karpenter.node_pool(pools[1])
     assert gpu_pool["spec"]["template"]["metadata"]["labels"] == {"drlsched.io/gpu-model": "V100"}

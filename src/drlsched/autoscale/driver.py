@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from drlsched.autoscale.cluster_autoscaler import DEFAULT_NODE_PROVISION_S, CAConfig, ClusterAutoscaler
 from drlsched.autoscale.hpa import Behavior, HorizontalPodAutoscaler, HPAConfig
-from drlsched.autoscale.karpenter import Karpenter
+from drlsched.autoscale.karpenter import Karpenter, KarpenterConfig
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.metrics_server import MetricsServer
 from drlsched.autoscale.node_groups import NodeGroup, NodeTemplate, NodeView, PodRequest, Provision, Remove
@@ -73,6 +73,7 @@ class DriverConfig:
     measure_from_s: float = 0.0  # metrics count from here (e.g. after a day the forecast learns from)
     metric_resolution_s: float = 15.0
     startup: Startup = field(default_factory=Startup)
+    karpenter: KarpenterConfig = field(default_factory=KarpenterConfig)  # its CPU limit comes from `nodes`
 
     def validate(self) -> None:
         if self.scaler not in SCALERS and not self.scaler.startswith(LEARNED_PREFIX):
@@ -138,9 +139,7 @@ class Driver:
             else None
         self.karpenter = None
         if config.node_autoscaler == "karpenter":
-            from drlsched.autoscale.karpenter import KarpenterConfig
-
-            self.karpenter = Karpenter(self.group, KarpenterConfig(limit_cpu_m=config.nodes * t.cpu_m))
+            self.karpenter = Karpenter(self.group, replace(config.karpenter, limit_cpu_m=config.nodes * t.cpu_m))
         self.hpa = HorizontalPodAutoscaler(HPAConfig(service.max_replicas, service.min_replicas,
                                                      config.target_utilization, Behavior()))
         self.predictive = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drlsched.autoscale.node_groups import (
     Action,
@@ -52,12 +52,24 @@ class KarpenterConfig:
     consolidate_after_s: float = 0.0
     budget_nodes: float = 0.10  # spec.disruption.budgets[0].nodes "10%"
     limit_cpu_m: int | None = None  # spec.limits.cpu
+    poll_s: float = DISRUPTION_POLL_S
+    validation_s: float = COMMAND_VALIDATION_S
+
+    def slowed(self, factor: float) -> KarpenterConfig:
+        """Every period × factor: Karpenter on a real clock under a workload clock `factor` times faster (a
+        replay's speed-up)."""
+        return replace(self, batch_idle_s=self.batch_idle_s * factor, batch_max_s=self.batch_max_s * factor,
+                       consolidate_after_s=self.consolidate_after_s * factor, poll_s=self.poll_s * factor,
+                       validation_s=self.validation_s * factor)
 
     def validate(self) -> None:
         if self.consolidation_policy not in (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED):
             raise UserError(f"unknown consolidation policy {self.consolidation_policy!r}")
         if not (0 < self.batch_idle_s <= self.batch_max_s):
             raise UserError("karpenter: batch idle duration must be positive and at most the max duration")
+        if not (self.poll_s > 0 and self.validation_s >= 0 and self.consolidate_after_s >= 0):
+            raise UserError("karpenter: the disruption poll must be positive, the command validation delay and "
+                            "consolidateAfter not negative")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,7 @@ class Karpenter:
     replacing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # replacement node -> nodes it replaces
     last_pod_change: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
     created: int = 0
+    _pending: Sequence[PodRequest] = ()  # the last step's pending pods, for the consolidation simulation
 
     def __post_init__(self) -> None:
         self.config.validate()
@@ -92,19 +105,20 @@ class Karpenter:
         if self.batch_open_s is not None:
             times.append(min(self.batch_last_s + self.config.batch_idle_s, self.batch_open_s + self.config.batch_max_s))
         if self.command is not None:
-            times.append(self.command.at_s + COMMAND_VALIDATION_S)
+            times.append(self.command.at_s + self.config.validation_s)
         return min(times)
 
     def step(self, now_s: float, pending: Sequence[PodRequest], nodes: Sequence[NodeView]) -> list[Action]:
         """Called at least whenever pending pods change and at `next_wakeup_s()`: pending pods and every node
         (in-flight ones with ready=False)."""
         self._track_pod_changes(now_s, nodes)
+        self._pending = pending
         actions: list[Action] = self._finish_replacements(nodes)
         actions += self._provision(now_s, pending, nodes)
         if now_s >= self.next_poll_s:
-            self.next_poll_s = now_s + DISRUPTION_POLL_S
+            self.next_poll_s = now_s + self.config.poll_s
             actions += self._disrupt(now_s, nodes)
-        elif self.command is not None and now_s >= self.command.at_s + COMMAND_VALIDATION_S:
+        elif self.command is not None and now_s >= self.command.at_s + self.config.validation_s:
             actions += self._disrupt(now_s, nodes)
         return actions
 
@@ -166,7 +180,7 @@ class Karpenter:
 
     def _disrupt(self, now_s: float, nodes: Sequence[NodeView]) -> list[Action]:
         if self.command is not None:
-            if now_s < self.command.at_s + COMMAND_VALIDATION_S:
+            if now_s < self.command.at_s + self.config.validation_s:
                 return []
             command, self.command = self.command, None
             again = self._compute(now_s, nodes, restrict=command.candidates)
@@ -250,18 +264,27 @@ class Karpenter:
         return None
 
     def _consolidate(self, now_s: float, nodes: Sequence[NodeView], candidates: Sequence[NodeView]) -> _Command | None:
-        """Delete the candidates if their pods fit on the other nodes, or replace them by one cheaper node."""
+        """Delete the candidates if their pods fit on the other nodes, or replace them by one cheaper node.
+        Upstream's simulation (disruption/helpers.go `SimulateScheduling`) schedules the pending pods too, with the
+        candidates' pods, initialized nodes first; a candidate's pod that would land on a node not yet initialized
+        voids the command, and so does needing more than one new node (pending pods' included)."""
         if not candidates:
             return None
         names = {c.name for c in candidates}
         others = [n for n in nodes if n.name not in names and n.name not in self._leaving()]
-        room = Room.of(others)
-        left = [p for p in by_size([p for c in candidates for p in c.pods]) if room.place(p) < 0]
+        ready, launching = Room.of([n for n in others if n.ready]), Room.of([n for n in others if not n.ready])
+        new = [p for p in by_size(self._pending) if ready.place(p) < 0 and launching.place(p) < 0]
+        for p in by_size([p for c in candidates for p in c.pods]):
+            if ready.place(p) >= 0:
+                continue
+            if launching.place(p) >= 0:
+                return None  # "would schedule against uninitialized nodeclaim"
+            new.append(p)
         reason = "underutilized" if len(candidates) == 1 else "underutilized (multi-node)"
-        if not left:
+        if not new:
             return _Command(tuple(sorted(names)), None, reason, now_s)
         price = sum(self._price(c) for c in candidates)
-        fits = [t for t in self.pool.templates if template_fits(t, left) and t.price < price]
+        fits = [t for t in self.pool.templates if template_fits(t, new) and t.price < price]
         if not fits:
             return None
         return _Command(tuple(sorted(names)), min(fits, key=lambda t: (t.price, t.name)), reason, now_s)

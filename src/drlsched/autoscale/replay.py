@@ -46,12 +46,19 @@ from drlsched.autoscale.driver import LEARNED_PREFIX, Driver, DriverConfig, RunR
 from drlsched.autoscale.hpa import HorizontalPodAutoscaler
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.metrics_server import FRESH_CONTAINER_MIN_S, MetricsServer
+from drlsched.autoscale.node_groups import NodeTemplate
 from drlsched.autoscale.services import SATURATED_SLOWDOWN, ServiceSpec, Startup, serve
 from drlsched.errors import UserError
 from drlsched.k8s import quantity
 from drlsched.k8s.autoscale_controller import AutoscaleConfig, AutoscaleController
 from drlsched.k8s.autoscale_target import Target
-from drlsched.k8s.objects import CPU_USAGE_ANNOTATION
+from drlsched.k8s.objects import (
+    CPU_USAGE_ANNOTATION,
+    INSTANCE_TYPE_LABEL,
+    KARPENTER_GROUP,
+    KARPENTER_VERSION,
+    NODEPOOL_LABEL,
+)
 from drlsched.k8s.reclaim_controller import METRICS_RESOLUTION_S
 from drlsched.k8s.service_load import pod_ready
 
@@ -104,8 +111,9 @@ def make_plan(spec: ServiceSpec, load: LoadCurve, config: DriverConfig, speedup:
     if not (math.isfinite(speedup) and 0 < speedup <= MAX_SPEEDUP):
         raise UserError(f"replay --scaler: --speedup must be in (0, {MAX_SPEEDUP:g}] (the HPA's periods are whole "
                         f"seconds, 15 s / speedup), got {speedup:g}")
-    if config.node_autoscaler != "none":
-        raise UserError("replay --scaler replays on the cluster's nodes: --node-autoscaler must be none")
+    if config.node_autoscaler == "cluster-autoscaler":
+        raise UserError("replay --scaler: the cluster's node autoscaler is Karpenter (Cluster Autoscaler is emulated "
+                        "only: its module is not served here); use --node-autoscaler none or karpenter")
     if not load.bursts:
         raise UserError("replay --scaler replays a burst, and the load has none")
     a, b = load.bursts[-1]
@@ -129,11 +137,13 @@ def simulate_window(plan: Plan, as_replayed: bool = True) -> RunResult:
     """The simulator on the replayed window with the same warm start; `as_replayed`: under the replay's conditions.
     What the replay cannot compress runs on the cluster's real clock, so it lasts × speedup in workload time:
     metrics-server's resolution (10 s) and its fresh-container point (a container 10 s to one resolution old), the
-    HPA's CPU initialisation period (300 s) and initial readiness delay (30 s); and KWOK pods are ready once
-    started (no image pull, no warm-up)."""
+    HPA's CPU initialisation period (300 s) and initial readiness delay (30 s), Karpenter's batching, disruption
+    poll and command validation; and KWOK pods are ready once started (no image pull, no warm-up). A node's
+    provisioning delay is the testbed's registration delay, set to the simulator's / speedup: the same."""
     cfg = plan.config
     if as_replayed:
-        cfg = replace(cfg, metric_resolution_s=METRICS_RESOLUTION_S * plan.speedup, startup=KWOK_STARTUP)
+        cfg = replace(cfg, metric_resolution_s=METRICS_RESOLUTION_S * plan.speedup, startup=KWOK_STARTUP,
+                      karpenter=cfg.karpenter.slowed(plan.speedup))
     driver = Driver(plan.spec, plan.window, cfg, plan.seed)
     if as_replayed:
         driver.ms = MetricsServer(cfg.metric_resolution_s, FRESH_CONTAINER_MIN_S * plan.speedup)
@@ -255,12 +265,14 @@ def compare(real: dict[str, Any], real_series: dict[str, np.ndarray], sim: RunRe
 # --- the cluster side -----------------------------------------------------------------------------------------
 
 
-def _deployment(spec: ServiceSpec, replicas: int) -> dict[str, Any]:
+def deployment(spec: ServiceSpec, replicas: int, pool: str | None = None) -> dict[str, Any]:
+    """The service's Deployment; with a Karpenter NodePool `pool`, its pods run only on that pool's nodes."""
     labels = {LABEL: SERVICE}
+    selector = {"nodeSelector": {NODEPOOL_LABEL: pool}} if pool else {}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": SERVICE},
             "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
                 "metadata": {"labels": labels},
-                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                "spec": {**selector, "terminationGracePeriodSeconds": 0, "containers": [{
                     "name": "app", "image": "fake",
                     "resources": {"requests": {"cpu": f"{spec.request_m}m", "memory": f"{spec.mem_mib}Mi"},
                                   "limits": {"cpu": f"{round(spec.request_m * spec.limit_ratio)}m",
@@ -316,9 +328,35 @@ def _pods(core: kubernetes.client.CoreV1Api, namespace: str) -> list[dict[str, A
     return [p for p in json.loads(data)["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def _node_cpu(core: kubernetes.client.CoreV1Api) -> dict[str, int]:
-    data = json.loads(core.list_node(_preload_content=False).data)["items"]
+def _node_cpu(core: kubernetes.client.CoreV1Api, pool: str | None = None) -> dict[str, int]:
+    """Allocatable CPU of the cluster's nodes (with a pool: of its nodes)."""
+    selector = f"{NODEPOOL_LABEL}={pool}" if pool else ""
+    data = json.loads(core.list_node(label_selector=selector, _preload_content=False).data)["items"]
     return {n["metadata"]["name"]: quantity.milli_cpu(n["status"]["allocatable"]["cpu"]) for n in data}
+
+
+def _claims(api: kubernetes.client.ApiClient, pool: str) -> int:
+    """The pool's NodeClaims: launching, running and terminating nodes, what the pool is paying for."""
+    return len(kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(
+        KARPENTER_GROUP, KARPENTER_VERSION, "nodeclaims", label_selector=f"{NODEPOOL_LABEL}={pool}")["items"])
+
+
+def karpenter_pool(api: kubernetes.client.ApiClient, template: NodeTemplate) -> str:
+    """The Karpenter NodePool that offers the simulator's node template (UserError where none does)."""
+    hint = "(the testbed: `drlsched testbed up --node-autoscaler karpenter --node-profile ...`, or " \
+        "`Options(node_autoscaler='karpenter', node_pools=[...])`)"
+    try:
+        pools = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(
+            KARPENTER_GROUP, KARPENTER_VERSION, "nodepools")["items"]
+    except kubernetes.client.ApiException as err:
+        raise UserError(f"replay --node-autoscaler karpenter: the cluster serves no Karpenter NodePools "
+                        f"({err.status} {err.reason}) {hint}") from None
+    for p in pools:
+        for req in ((p.get("spec") or {}).get("template") or {}).get("spec", {}).get("requirements", []):
+            if req.get("key") == INSTANCE_TYPE_LABEL and template.name in req.get("values", []):
+                return str(p["metadata"]["name"])
+    raise UserError(f"replay --node-autoscaler karpenter: no NodePool offers instance type {template.name}, the "
+                    f"simulator's node ({template.cpu_m}m CPU, {template.mem_mib} MiB) {hint}")
 
 
 def _set_usage(core: kubernetes.client.CoreV1Api, namespace: str, name: str, value: str) -> None:
@@ -378,11 +416,15 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
     core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
     scaling = kubernetes.client.AutoscalingV2Api(api)
     scaler, spec, speedup = plan.config.scaler, plan.spec, plan.speedup
-    node_cpu_m = _node_cpu(core)
+    pool = karpenter_pool(api, plan.config.template) if plan.config.node_autoscaler == "karpenter" else None
+    if pool is not None:
+        _wait(f"the nodes of NodePool {pool} from an earlier run to go (the replay starts it empty)",
+              lambda: _claims(api, pool) == 0, 300.0)
+    node_cpu_m = _node_cpu(core, pool)
     initial = plan.initial_replicas()
     start_rate = float(plan.window.at(plan.window.start_s))
     try:
-        apps.create_namespaced_deployment(namespace, _deployment(spec, initial))
+        apps.create_namespaced_deployment(namespace, deployment(spec, initial, pool))
     except kubernetes.client.ApiException as err:
         raise UserError(f"replay --scaler: cannot create Deployment {SERVICE} in namespace {namespace}: {err.status} "
                         f"{err.reason} (a replay's leftovers? delete it or use another --namespace)") from None
@@ -390,7 +432,10 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
     samples: list[Sample] = []
     try:
         _wait(f"{initial} ready replicas of the Deployment (is kube-controller-manager running? `drlsched testbed "
-              "up --controller-manager`)", lambda: sum(map(pod_ready, _pods(core, namespace))) >= initial, 180.0)
+              "up --controller-manager`)", lambda: sum(map(pod_ready, _pods(core, namespace))) >= initial,
+              180.0 + (plan.config.node_provision_s / speedup if pool else 0.0))
+        if pool is not None:
+            node_cpu_m = _node_cpu(core, pool)
         _follow_load(core, namespace, plan, _pods(core, namespace), start_rate, node_cpu_m)
         _wait("metrics.k8s.io samples of every replica (is metrics-server running? `drlsched testbed up "
               "--metrics-server`)", lambda: _metrics_ready(api, namespace, initial), 120.0)
@@ -416,6 +461,9 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
         nodes, k = len(node_cpu_m), 0
         while (now := clock()) < plan.end_s:
             try:
+                if pool is not None:  # nodes come and go: every node seen keeps its CPU for `measure`
+                    node_cpu_m.update(_node_cpu(core, pool))
+                    nodes = _claims(api, pool)
                 pods = _pods(core, namespace)
                 replicas = int(apps.read_namespaced_deployment(SERVICE, namespace).spec.replicas)
                 samples.append(_sample(now, pods, replicas, nodes))
@@ -434,7 +482,7 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
     metrics, series = measure(plan, samples, node_cpu_m)
     lag = float(np.percentile(np.diff([s.t_s for s in samples]), 99)) if len(samples) > 1 else None
     metrics.update({"source": "replay", "speedup": speedup, "samples": len(samples), "sample_gap_p99_s": lag,
-                    "window_s": [plan.window.start_s, plan.end_s]})
+                    "window_s": [plan.window.start_s, plan.end_s], "node_pool": pool})
     return metrics, series
 
 

@@ -34,6 +34,9 @@ MEMORY_USAGE_ANNOTATION = "kwok.x-k8s.io/usage-memory"  # a quantity ("1Gi")
 GPU_UTIL_ANNOTATION = "drlsched.io/gpu-util"  # a fraction of the pod's GPUs in use, "0.35"
 # GPU feature discovery's label, for real clusters that lack drlsched's own.
 GFD_MODEL_LABEL = "nvidia.com/gpu.product"
+KARPENTER_GROUP, KARPENTER_VERSION = "karpenter.sh", "v1"  # NodePools and NodeClaims
+NODEPOOL_LABEL = "karpenter.sh/nodepool"  # on a NodeClaim and its Node
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 JOB_LABEL = "drlsched.io/job"
 # A pod's task in its job and the tasks whose output it reads (comma-separated): where the parents' finished pods
 # ran is where its shuffle input lives (`PodContext.data_nodes`).

@@ -6,10 +6,10 @@ policy under the permissive threshold that is its hard safety limit. An entry is
 `POLICY@MODEL[:cpu=X][:suppress=Y]` (e.g. `k8s-default@koordinator:cpu=0.9`, `ppo:runs/p/policy.pt@koordinator:cpu=1`);
 its label is the spec itself. Any model `drlsched.reclaim` knows is accepted by name (e.g. `forecast`).
 
-Run as `python -m drlsched.rl.colocation --entries A,B,... --out DIR` (what `scripts/demo-colocation` does; `--usage-trace`
-and its part, as in `drlsched evaluate`, replay real LS usage, e.g. the held-out part of a training run's): writes
-DIR/results.json (`meta` names the scenario and the cluster), report.md and the plots of `drlsched evaluate`
-(utilisation-vs-SLA among them) and prints the article-shaped table: P99 JCT, CPU utilisation, SLA violations,
+Run as `python -m drlsched.rl.colocation --entries A,B,... --out DIR` (what `scripts/demo-colocation` does;
+`--usage-trace` and its part, as in `drlsched evaluate`, replay real LS usage, e.g. the held-out part of a training
+run's): writes DIR/results.json (`meta` names the scenario and the cluster), report.md and the plots of `drlsched
+evaluate` (utilisation-vs-SLA among them) and prints the article-shaped table: P99 JCT, CPU utilisation, SLA violations,
 evictions, cross-node traffic, each mean ± 95% CI, and each entry's paired per-seed ratio to the first entry.
 """
 

@@ -3,8 +3,10 @@ and the instance-types file its KWOK provider reads (`--instance-types-file-path
 
 Each distinct GPU model gets a NodePool of its own (CPU-only templates share one) whose nodes carry the model's
 `drlsched.io/gpu-model` label, so pods that select a model land on it. Instance types are the templates, each
-offered on demand in one zone at `NodeTemplate.price` (Karpenter's KWOK generator's price formula), with the
-provider's 100m CPU / 10Mi kube-reserved overhead subtracted from allocatable by Karpenter itself.
+offered on demand in one zone at `NodeTemplate.price` (Karpenter's KWOK generator's price formula). The provider
+subtracts a 100m CPU / 10Mi kube-reserved overhead from an instance type's capacity (`kwok/cloudprovider/
+helpers.go`), so the file offers the template plus that overhead: a launched node's allocatable is the template,
+as a static testbed node's and the simulator's node's are.
 """
 
 from __future__ import annotations
@@ -20,16 +22,22 @@ import yaml
 
 from drlsched.autoscale.node_groups import NodeGroup, NodeTemplate, node_templates
 from drlsched.errors import UserError
-from drlsched.k8s.objects import GPU_MODEL_LABEL, GPU_RESOURCE
+from drlsched.k8s.objects import (
+    GPU_MODEL_LABEL,
+    GPU_RESOURCE,
+    INSTANCE_TYPE_LABEL,
+    KARPENTER_GROUP,
+    KARPENTER_VERSION,
+)
 from drlsched.workload import NodeSpec
 
-GROUP, VERSION = "karpenter.sh", "v1"
+GROUP, VERSION = KARPENTER_GROUP, KARPENTER_VERSION
 NODE_CLASS_GROUP, NODE_CLASS_VERSION = "karpenter.kwok.sh", "v1alpha1"
 NODE_CLASS = "default"
 ZONE = "test-zone-a"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
 _CRD_TIMEOUT_S = 60.0
+KUBE_RESERVED_CPU_M, KUBE_RESERVED_MEM_MIB = 100, 10  # the KWOK provider's InstanceTypeOverhead
 
 
 def pools_for(nodes: Sequence[NodeSpec], max_size: int = 100) -> list[NodeGroup]:
@@ -48,7 +56,8 @@ def instance_types(pools: Sequence[NodeGroup]) -> list[dict[str, Any]]:
         if t.name in seen:
             continue
         seen.add(t.name)
-        resources = {"cpu": f"{t.cpu_m}m", "memory": f"{t.mem_mib}Mi", "pods": str(t.max_pods)}
+        resources = {"cpu": f"{t.cpu_m + KUBE_RESERVED_CPU_M}m", "memory": f"{t.mem_mib + KUBE_RESERVED_MEM_MIB}Mi",
+                     "pods": str(t.max_pods)}
         if t.gpus:
             resources[GPU_RESOURCE] = str(t.gpus)
         out.append({
@@ -70,7 +79,7 @@ def node_pool(pool: NodeGroup, consolidate_after_s: float = 0.0,
     models = {t.gpu_model for t in pool.templates if t.gpus}
     if len(models) == 1:
         labels[GPU_MODEL_LABEL] = models.pop()
-    cpu_limit = pool.max_size * max(t.cpu_m for t in pool.templates)
+    cpu_limit = pool.max_size * (max(t.cpu_m for t in pool.templates) + KUBE_RESERVED_CPU_M)  # limits count capacity
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodePool",
@@ -80,7 +89,7 @@ def node_pool(pool: NodeGroup, consolidate_after_s: float = 0.0,
                 "metadata": {"labels": labels},
                 "spec": {
                     "requirements": [
-                        {"key": "node.kubernetes.io/instance-type", "operator": "In",
+                        {"key": INSTANCE_TYPE_LABEL, "operator": "In",
                          "values": sorted(t.name for t in pool.templates)},
                         {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]},
                     ],
