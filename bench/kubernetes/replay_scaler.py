@@ -34,17 +34,16 @@ import numpy as np
 
 from drlsched.autoscale.cli_replay import plan_from_args
 from drlsched.autoscale.driver import LEARNED_PREFIX
-from drlsched.autoscale.node_groups import NodeGroup
 from drlsched.autoscale.replay import Plan, compare, replay_scaler, simulate_window
 from drlsched.cli import build_parser
 from drlsched.evaluate import to_jsonable
 from drlsched.machine import machine_info
 from drlsched.testbed.build import build
-from drlsched.testbed.controlplane import Options, down, up
+from drlsched.testbed.controlplane import down, up
+from drlsched.testbed.scaler_bed import scaler_bed
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 0.15
-POOL = "pool-replay"
 KEYS = ("violation_minutes", "sla_violation_rate", "replica_hours", "node_hours", "overprovision_ratio",
         "time_to_scale_p50_s", "slowdown_p99_burst", "scale_actions")
 
@@ -67,7 +66,7 @@ def main() -> None:
     build()
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="replay-scaler-") as tmp:
-        bed = up(testbed_options(Path(tmp), first))
+        bed = up(scaler_bed(Path(tmp), first))
         state = bed.state_dir
         api = bed.api_client()
         try:
@@ -89,19 +88,6 @@ def main() -> None:
            "window_s": [first.window.start_s, first.end_s], "hpa_period_s": first.hpa_period_s,
            "metrics_resolution_workload_s": 10 * a.speedup, "machine": machine_info(), "scalers": results}
     _write(out, a.out)
-
-
-def testbed_options(state: Path, plan: Plan) -> Options:
-    """The replay's testbed: `--nodes` nodes of the simulator's template, or with Karpenter one static node and a
-    NodePool of the template (at most `--nodes`) whose nodes register after the simulator's delay / speed-up."""
-    base = {"state_dir": state, "metrics_server": True, "controller_manager": True,
-            "hpa_sync_period_s": plan.hpa_period_s}
-    template, nodes = plan.config.template, plan.config.nodes
-    if plan.config.node_autoscaler == "none":
-        return Options(nodes=nodes, node_specs=[template.node_spec(f"node-{i:02d}") for i in range(nodes)], **base)
-    return Options(nodes=1, node_specs=[template.node_spec("static-00")], node_autoscaler="karpenter",
-                   node_pools=[NodeGroup(POOL, (template,), 0, nodes)],
-                   node_provision_s=plan.config.node_provision_s / plan.speedup, **base)
 
 
 def _plan(scaler: str, seed: int, nodes: int, speedup: float, node_autoscaler: str = "none") -> Plan:

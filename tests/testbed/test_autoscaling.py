@@ -20,6 +20,7 @@ from polling import until
 from drlsched.autoscale.hpa import HorizontalPodAutoscaler, HPAConfig
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.replicas import Pod, PodMetric
+from drlsched.k8s import quantity
 from drlsched.k8s.objects import pod_manifest
 from drlsched.k8s.service_load import ServiceLoad
 from drlsched.testbed import controlplane
@@ -111,6 +112,8 @@ def test_karpenter_provisions_a_node_for_an_unschedulable_pod_and_removes_it_emp
     node = core.read_node(node_name)
     assert node.metadata.labels["karpenter.sh/nodepool"] == "pool-cpu"
     assert node.metadata.labels["node.kubernetes.io/instance-type"] == "c96-m512"
+    # The instance type carries the provider's kube-reserved overhead: allocatable is the template's.
+    assert quantity.milli_cpu(node.status.allocatable["cpu"]) == 96_000
     # kwok's node-metrics-path stage gave it the annotation metrics-server follows.
     assert node.metadata.annotations["metrics.k8s.io/resource-metrics-path"].endswith(f"/{node_name}/metrics/resource")
     core.delete_namespaced_pod("big", ns)

@@ -57,3 +57,26 @@ def test_up_refuses_bad_autoscaler_options(tmp_path: object) -> None:
         got = subprocess.run([sys.executable, "-m", "drlsched.cli", "testbed", "up", "--state-dir",
                               str(tmp_path), *extra], capture_output=True, text=True)
         assert got.returncode == 2 and says in got.stderr, (extra, got.stderr)
+
+
+def test_the_scaler_replays_bed_has_the_simulators_nodes_or_its_karpenter_pool(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from drlsched.autoscale.cli_replay import plan_from_args
+    from drlsched.cli import build_parser
+    from drlsched.testbed.scaler_bed import POOL, scaler_bed
+
+    def plan(node_autoscaler: str):  # type: ignore[no-untyped-def]
+        return plan_from_args(build_parser().parse_args([
+            "replay", "--scenario", "flash-sale", "--scaler", "hpa", "--nodes", "6", "--speedup", "5",
+            "--node-autoscaler", node_autoscaler, "--kubeconfig", "k", "--json", "-"]))
+
+    static = scaler_bed(Path(str(tmp_path)), plan("none"))
+    assert static.nodes == 6 and {(n.cpu_m, n.mem_mib) for n in static.node_specs or []} == {(8000, 32768)}
+    assert static.node_autoscaler == "none" and static.hpa_sync_period_s == 3.0 and static.controller_manager
+    pooled = scaler_bed(Path(str(tmp_path)), plan("karpenter"))
+    assert pooled.nodes == 1 and pooled.node_autoscaler == "karpenter"
+    (pool,) = pooled.node_pools or []
+    assert pool.name == POOL and pool.max_size == 6 and [t.name for t in pool.templates] == ["c8-m32"]
+    assert pooled.node_provision_s == 210.0 / 5  # registers as late in workload time as the simulator's node
+    assert karpenter.node_pool(pool)["spec"]["limits"] == {"cpu": f"{6 * 8100}m"}  # six nodes with the overhead

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from drlsched.autoscale.cli_replay import plan_from_args
-from drlsched.autoscale.driver import DEFAULT_TEMPLATE
 from drlsched.autoscale.replay import Plan, compare, replay_scaler, simulate_window
 from drlsched.cli import build_parser
 from drlsched.testbed.build import build
-from drlsched.testbed.controlplane import Options, down, up
+from drlsched.testbed.controlplane import down, up
+from drlsched.testbed.scaler_bed import scaler_bed
 
 NODES, SPEEDUP = 6, 7.5
 
@@ -38,9 +38,7 @@ def _plan(scaler: str) -> Plan:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubernetes.client.ApiClient]:
     build()
     state_dir = tmp_path_factory.mktemp("scaler-replay-testbed")
-    specs = [DEFAULT_TEMPLATE.node_spec(f"node-{i:02d}") for i in range(NODES)]
-    bed = up(Options(state_dir=state_dir, nodes=NODES, node_specs=specs, metrics_server=True,
-                     controller_manager=True, hpa_sync_period_s=_plan("hpa").hpa_period_s))
+    bed = up(scaler_bed(state_dir, _plan("hpa")))
     client = bed.api_client()
     try:
         yield client
