@@ -19,6 +19,7 @@ from polling import until
 
 from drlsched.autoscale.hpa import HorizontalPodAutoscaler, HPAConfig
 from drlsched.autoscale.load import LoadCurve
+from drlsched.autoscale.node_groups import NodeTemplate
 from drlsched.autoscale.replicas import Pod, PodMetric
 from drlsched.k8s import quantity
 from drlsched.k8s.objects import pod_manifest
@@ -122,3 +123,13 @@ def test_karpenter_provisions_a_node_for_an_unschedulable_pod_and_removes_it_emp
         return all(n.metadata.name != node_name for n in core.list_node().items)
 
     until(gone, "Karpenter to remove the empty node")
+
+
+def test_a_karpenter_replay_needs_a_pool_of_the_simulators_template(api: kubernetes.client.ApiClient) -> None:
+    from drlsched.autoscale.driver import DEFAULT_TEMPLATE
+    from drlsched.autoscale.replay import karpenter_pool
+    from drlsched.errors import UserError
+
+    assert karpenter_pool(api, NodeTemplate("c96-m512", 96000, 524288)) == "pool-cpu"
+    with pytest.raises(UserError, match="no NodePool offers instance type c8-m32"):
+        karpenter_pool(api, DEFAULT_TEMPLATE)

@@ -82,3 +82,13 @@ def test_drlsched_has_the_sale_ready_before_its_peak_and_the_real_hpa_does_not(
     assert ahead is not None and ahead <= peak_s, report
     assert late is None or late > ahead, report
     assert runs["predictive"][1]["violation_minutes"] < runs["hpa"][1]["violation_minutes"], report
+
+
+def test_a_karpenter_replay_on_a_cluster_without_karpenter_is_one_clear_error(
+        api: kubernetes.client.ApiClient) -> None:
+    from drlsched.autoscale.driver import DEFAULT_TEMPLATE
+    from drlsched.autoscale.replay import karpenter_pool
+    from drlsched.errors import UserError
+
+    with pytest.raises(UserError, match="serves no Karpenter NodePools"):
+        karpenter_pool(api, DEFAULT_TEMPLATE)
