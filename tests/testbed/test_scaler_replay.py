@@ -16,12 +16,11 @@ from collections.abc import Iterator
 import kubernetes
 import numpy as np
 import pytest
+from beds import own_bed
 
 from drlsched.autoscale.cli_replay import plan_from_args
 from drlsched.autoscale.replay import Plan, compare, replay_scaler, simulate_window
 from drlsched.cli import build_parser
-from drlsched.testbed.build import build
-from drlsched.testbed.controlplane import down, up
 from drlsched.testbed.scaler_bed import scaler_bed
 
 NODES, SPEEDUP = 6, 7.5
@@ -36,15 +35,7 @@ def _plan(scaler: str) -> Plan:
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubernetes.client.ApiClient]:
-    build()
-    state_dir = tmp_path_factory.mktemp("scaler-replay-testbed")
-    bed = up(scaler_bed(state_dir, _plan("hpa")))
-    client = bed.api_client()
-    try:
-        yield client
-    finally:
-        client.close()
-        down(state_dir)
+    yield from own_bed(tmp_path_factory, "scaler-replay-testbed", lambda d: scaler_bed(d, _plan("hpa")))
 
 
 def _enough_at(plan: Plan, ready: np.ndarray) -> float | None:

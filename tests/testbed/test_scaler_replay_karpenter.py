@@ -18,12 +18,11 @@ from collections.abc import Iterator
 import kubernetes
 import numpy as np
 import pytest
+from beds import own_bed
 
 from drlsched.autoscale.cli_replay import plan_from_args
 from drlsched.autoscale.replay import Plan, compare, replay_scaler, simulate_window
 from drlsched.cli import build_parser
-from drlsched.testbed.build import build
-from drlsched.testbed.controlplane import down, up
 from drlsched.testbed.scaler_bed import POOL, scaler_bed
 
 NODES, SPEEDUP, DURATION_S = 6, 7.5, 900
@@ -38,15 +37,7 @@ def _plan() -> Plan:
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubernetes.client.ApiClient]:
-    build()
-    state_dir = tmp_path_factory.mktemp("karpenter-replay-testbed")
-    bed = up(scaler_bed(state_dir, _plan()))
-    client = bed.api_client()
-    try:
-        yield client
-    finally:
-        client.close()
-        down(state_dir)
+    yield from own_bed(tmp_path_factory, "karpenter-replay-testbed", lambda d: scaler_bed(d, _plan()))
 
 
 def test_karpenter_launches_the_sales_nodes_and_drlsched_has_the_replicas_ready_before_the_peak(
