@@ -343,8 +343,8 @@ def _claims(api: kubernetes.client.ApiClient, pool: str) -> int:
 
 def karpenter_pool(api: kubernetes.client.ApiClient, template: NodeTemplate) -> str:
     """The Karpenter NodePool that offers the simulator's node template (UserError where none does)."""
-    hint = "(the testbed: `drlsched testbed up --node-autoscaler karpenter --node-profile ...`, or " \
-        "`Options(node_autoscaler='karpenter', node_pools=[...])`)"
+    hint = "(on the testbed: `drlsched.testbed.scaler_bed.scaler_bed`, as bench/kubernetes/replay_scaler.py " \
+        "--node-autoscaler karpenter starts it)"
     try:
         pools = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(
             KARPENTER_GROUP, KARPENTER_VERSION, "nodepools")["items"]
@@ -420,7 +420,6 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
     if pool is not None:
         _wait(f"the nodes of NodePool {pool} from an earlier run to go (the replay starts it empty)",
               lambda: _claims(api, pool) == 0, 300.0)
-    node_cpu_m = _node_cpu(core, pool)
     initial = plan.initial_replicas()
     start_rate = float(plan.window.at(plan.window.start_s))
     try:
@@ -434,8 +433,7 @@ def replay_scaler(api: kubernetes.client.ApiClient, plan: Plan, namespace: str,
         _wait(f"{initial} ready replicas of the Deployment (is kube-controller-manager running? `drlsched testbed "
               "up --controller-manager`)", lambda: sum(map(pod_ready, _pods(core, namespace))) >= initial,
               180.0 + (plan.config.node_provision_s / speedup if pool else 0.0))
-        if pool is not None:
-            node_cpu_m = _node_cpu(core, pool)
+        node_cpu_m = _node_cpu(core, pool)  # with a pool: the nodes Karpenter launched for the first replicas
         _follow_load(core, namespace, plan, _pods(core, namespace), start_rate, node_cpu_m)
         _wait("metrics.k8s.io samples of every replica (is metrics-server running? `drlsched testbed up "
               "--metrics-server`)", lambda: _metrics_ready(api, namespace, initial), 120.0)
