@@ -39,6 +39,25 @@ def test_observer_target_follows_the_multiplier() -> None:
     assert obs.nearest(targets[4]) == 4 and obs.nearest(1) == 0 and obs.nearest(10_000) == len(MULTIPLIERS) - 1
 
 
+def test_a_lower_target_waits_for_the_scale_down_stabilisation_window() -> None:
+    """m = 2.0 for the first 600 s, then 1.0 on a steady load: the count stays at 2.0's target until its last
+    recommendation (585 s) leaves the HPA's 300 s window, as upstream holds any recommendation."""
+    spec = ServiceSpec(max_replicas=160)
+    load = LoadCurve(np.full(30, 3200.0), 60.0, 0.0, ())
+    loop = Driver(spec, load, DriverConfig(nodes=20), seed=1).decisions()
+    now = 0.0
+    try:
+        next(loop)
+        while True:
+            now += 15.0
+            loop.send(MULTIPLIERS.index(2.0 if now <= 600.0 else 1.0))
+    except StopIteration as stop:
+        replicas = stop.value.series["replicas"]
+    need = math.ceil(3200.0 * 10.0 / 1000.0)
+    assert list(replicas[5:15]) == [2 * need] * 10  # minutes 5-14: still held
+    assert list(replicas[16:]) == [need] * (len(replicas) - 16)
+
+
 def test_external_decisions_drive_the_replicas() -> None:
     """A constant action sent through `decisions()` holds ⌈m × need⌉ replicas, on the HPA's 15 s syncs."""
     spec = ServiceSpec(max_replicas=160)

@@ -351,6 +351,13 @@ def test_a_learned_scaler_sets_the_count_from_its_window(monkeypatch: pytest.Mon
     result = controller.reconcile(True)
     assert (result.mode, result.desired, result.metrics) == ("replicas", 5, "fresh")  # ⌈2.0 × 2400m / 1000m⌉
     assert fake.scale_writes() == [5]
+    fake.demand_m = 1200.0  # the target falls to 3, held at 5 through the scale-down stabilisation window
+    held = []
+    for _ in range(25):
+        fake.now += 15.0
+        fake.sample_t = fake.now
+        held.append(controller.reconcile(True).desired)
+    assert held == [5] * 19 + [3] * 6  # the last 5 falls out of the 300 s window at 315 s
     from drlsched.rl.checkpoint import save_policy
     from drlsched.rl.network import NetConfig, SchedulerNet
 

@@ -11,7 +11,10 @@ Observation: the last `HISTORY` syncs (15 s apart), `F_SCALER` features each, ol
     8 share of the last interval's requests that violated the SLA
 Action: one of `MULTIPLIERS`; the replica target is ⌈m × max(need, forecast need)⌉ within [min, max] — m = 1.25 is
 the HPA's 80% target on the larger of now and the forecast, so the policy trades violation (small m, or trusting
-the present over the forecast) against replica-hours (large m).
+the present over the forecast) against replica-hours (large m). Whoever applies the target (the simulator's driver,
+`drlsched autoscale`) holds it at its highest over the HPA's scale-down stabilisation window (300 s), as Kubernetes
+does with any recommendation: without it a forecast that dips mid-burst deleted ready replicas the next minute
+needed again.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from drlsched.autoscale.services import ServiceSpec
 
 HISTORY = 16
 F_SCALER = 9
-MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
-OBS_SPEC_VERSION = 1
+MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0)
+OBS_SPEC_VERSION = 2  # 2: m = 1.5 added; the target held by the HPA's scale-down stabilisation
 LEAD_S = 300.0  # the forecast's lead: start-up, warm-up and a node's provisioning, about (the tuned predictive's)
 _CAP = 4.0
 
