@@ -3,6 +3,7 @@ checks, and `train-scaler` end to end into simulate and evaluate."""
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,23 +40,29 @@ def test_observer_target_follows_the_multiplier() -> None:
     assert obs.nearest(targets[4]) == 4 and obs.nearest(1) == 0 and obs.nearest(10_000) == len(MULTIPLIERS) - 1
 
 
-def test_a_lower_target_waits_for_the_scale_down_stabilisation_window() -> None:
-    """m = 2.0 for the first 600 s, then 1.0 on a steady load: the count stays at 2.0's target until its last
-    recommendation (585 s) leaves the HPA's 300 s window, as upstream holds any recommendation."""
-    spec = ServiceSpec(max_replicas=160)
-    load = LoadCurve(np.full(30, 3200.0), 60.0, 0.0, ())
-    loop = Driver(spec, load, DriverConfig(nodes=20), seed=1).decisions()
+def _constant_run(rate: np.ndarray, multiplier: Callable[[float], float]) -> np.ndarray:
+    """Per-minute replicas of a run whose learned scaler picks `multiplier(sync time)`."""
+    loop = Driver(ServiceSpec(max_replicas=160), LoadCurve(rate, 60.0, 0.0, ()), DriverConfig(nodes=20),
+                  seed=1).decisions()
     now = 0.0
     try:
         next(loop)
         while True:
+            loop.send(MULTIPLIERS.index(multiplier(now)))
             now += 15.0
-            loop.send(MULTIPLIERS.index(2.0 if now <= 600.0 else 1.0))
     except StopIteration as stop:
-        replicas = stop.value.series["replicas"]
-    need = math.ceil(3200.0 * 10.0 / 1000.0)
-    assert list(replicas[5:15]) == [2 * need] * 10  # minutes 5-14: still held
-    assert list(replicas[16:]) == [need] * (len(replicas) - 16)
+        return np.asarray(stop.value.series["replicas"])
+
+
+def test_the_base_of_the_target_waits_for_the_scale_down_stabilisation_window() -> None:
+    """The load falls from 32 replicas' worth to 8 at 600 s: at m = 2.0 the count stays at 64 until the last high
+    base (585 s) leaves the HPA's 300 s window, as upstream holds any recommendation; a lower multiplier on a
+    steady load takes effect at once (only the base is held, not the policy's choice)."""
+    falling = _constant_run(np.r_[np.full(10, 3200.0), np.full(20, 800.0)], lambda t: 2.0)
+    assert list(falling[5:15]) == [64] * 10  # minutes 5-14: held
+    assert list(falling[16:]) == [16] * (len(falling) - 16)
+    lowered = _constant_run(np.full(30, 3200.0), lambda t: 2.0 if t < 600.0 else 1.0)
+    assert list(lowered[5:10]) == [64] * 5 and list(lowered[11:]) == [32] * (len(lowered) - 11)
 
 
 def test_external_decisions_drive_the_replicas() -> None:

@@ -337,9 +337,7 @@ class Driver:
                 assert self.learned is not None
                 action = self.learned.act(self._observe(now, rate))
             assert self.observer is not None  # made by _observe
-            # The HPA does not reconcile under a learned scaler; its stabilisation window holds the policy's target
-            # (upstream's stabilizeRecommendation, as for any recommendation; scaler_obs).
-            desired = self.hpa.stabilize(now, self.observer.target(action))
+            desired = self.observer.target(action)
             self.hpa.next_sync_s = now + self.hpa.config.sync_period_s  # on the HPA's sync period, instead of it
         else:
             decision = self.hpa.reconcile(now, current, self._hpa_pods(now), self.ms.pod_metrics())

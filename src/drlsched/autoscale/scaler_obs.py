@@ -11,15 +11,17 @@ Observation: the last `HISTORY` syncs (15 s apart), `F_SCALER` features each, ol
     8 share of the last interval's requests that violated the SLA
 Action: one of `MULTIPLIERS`; the replica target is ⌈m × max(need, forecast need)⌉ within [min, max] — m = 1.25 is
 the HPA's 80% target on the larger of now and the forecast, so the policy trades violation (small m, or trusting
-the present over the forecast) against replica-hours (large m). Whoever applies the target (the simulator's driver,
-`drlsched autoscale`) holds it at its highest over the HPA's scale-down stabilisation window (300 s), as Kubernetes
-does with any recommendation: without it a forecast that dips mid-burst deleted ready replicas the next minute
-needed again.
+the present over the forecast) against replica-hours (large m). The base max(need, forecast need) is held at its
+highest over `hold_s` (the HPA's scale-down stabilisation window, 300 s), so the count follows a falling load as
+slowly as the HPA lets it, while each action still sets the count at once: without the hold a forecast that dipped
+mid-burst deleted ready replicas the next minute needed again. (Holding the target itself instead makes every action
+but the highest of the last 20 moot, and PPO's sampled behaviour — the max of 20 draws — unlike its greedy one.)
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
@@ -29,16 +31,17 @@ from drlsched.autoscale.services import ServiceSpec
 HISTORY = 16
 F_SCALER = 9
 MULTIPLIERS = (0.9, 1.0, 1.1, 1.25, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0)
-OBS_SPEC_VERSION = 2  # 2: m = 1.5 added; the target held by the HPA's scale-down stabilisation
+OBS_SPEC_VERSION = 2  # 2: m = 1.5 added; the target's base held over HOLD_S
 LEAD_S = 300.0  # the forecast's lead: start-up, warm-up and a node's provisioning, about (the tuned predictive's)
+HOLD_S = 300.0  # the HPA's --horizontal-pod-autoscaler-downscale-stabilization
 _CAP = 4.0
 
 
 class ScalerObserver:
     """The history window of one service, updated at every sync; also turns an action into a replica target."""
 
-    def __init__(self, spec: ServiceSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: ServiceSpec, hold_s: float = HOLD_S) -> None:
+        self.spec, self.hold_s = spec, hold_s
         self.forecast = PredictiveScaler(PredictiveConfig(spec.request_m, spec.cpu_per_rps_m, spec.max_replicas,
                                                           spec.min_replicas, 100, lead_s=LEAD_S))
         self.window = np.zeros((HISTORY, F_SCALER), dtype=np.float32)
@@ -46,6 +49,8 @@ class ScalerObserver:
         self.forecast_need = 0.0
         self._log_need = 0.0
         self._log_max = math.log1p(spec.max_replicas)
+        self.base = 0.0
+        self._bases: deque[tuple[float, float]] = deque()
 
     def observe(self, now: float, rate: float, ready: int, replicas: int, violating: float) -> np.ndarray:
         """Fold one sync into the window; returns the window (a view: copy it to keep it)."""
@@ -55,6 +60,13 @@ class ScalerObserver:
         self.forecast_need = (self.forecast.forecast_rate() * self.spec.cpu_per_rps_m / self.spec.request_m
                               if seasoned else 0.0)
         self.need = need
+        # upstream's stabilizeRecommendation keeps what is not older than the window (at the cutoff counts)
+        while self._bases and self._bases[0][0] < now - self.hold_s:
+            self._bases.popleft()
+        while self._bases and self._bases[-1][1] <= max(need, self.forecast_need):
+            self._bases.pop()  # a later base as high makes it moot: the deque falls from oldest to newest
+        self._bases.append((now, max(need, self.forecast_need)))
+        self.base = self._bases[0][1]
         base = max(need, 1.0)
         log_need = math.log1p(need)
         hour = 2.0 * math.pi * ((now % 86_400.0) / 86_400.0)
@@ -67,10 +79,9 @@ class ScalerObserver:
         return self.window
 
     def target(self, action: int) -> int:
-        """The replica target of `action` for the latest observation."""
+        """The replica target of `action` for the latest observation: ⌈m × the held base⌉ within [min, max]."""
         m = MULTIPLIERS[action]
-        return min(self.spec.max_replicas,
-                   max(self.spec.min_replicas, math.ceil(m * max(self.need, self.forecast_need) - 1e-9)))
+        return min(self.spec.max_replicas, max(self.spec.min_replicas, math.ceil(m * self.base - 1e-9)))
 
     def nearest(self, replicas: int) -> int:
         """The action whose target is closest to `replicas` (the larger multiplier on a tie): how a non-learned

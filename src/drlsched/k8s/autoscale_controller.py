@@ -259,21 +259,23 @@ class AutoscaleController:
                         ready: int, demand: float) -> Pass:
         """The learned scaler's count from its history window, as in the simulator's driver: the load is the pods'
         CPU demand (cost per request 1 millicore), the window's violation share is 0 (a cluster does not
-        report SLA violations to this controller; docs/kubernetes.md), and the target is held by the scale-down
-        stabilisation window in both modes, as the driver holds it."""
+        report SLA violations to this controller; docs/kubernetes.md); the observer holds the target's base over
+        `downscale_stabilization_s`, as in the driver."""
         assert self.learned is not None and self.workload is not None
         if self.observer is None:
             self.observer = self._observer(hpa)
         window = self.observer.observe(now, demand, ready, replicas, 0.0)
-        desired = self._stabilized(now, current, self.observer.target(self.learned.act(window)))
+        desired = self.observer.target(self.learned.act(window))
         forecast = math.ceil(self.observer.forecast_need) if self.observer.forecast_need else None
+        if hpa is not None:
+            return Pass(mode, current, self._stabilized(now, current, desired), forecast, None, demand, "fresh")
         return Pass(mode, current, desired, forecast, None, demand, "fresh")
 
     def _observer(self, hpa: dict[str, Any] | None) -> ScalerObserver:
         assert self.workload is not None
         low, high = self._bounds(hpa)
         return ScalerObserver(ServiceSpec(request_m=self.workload.request_m, cpu_per_rps_m=1.0, min_replicas=low,
-                                          max_replicas=high))
+                                          max_replicas=high), hold_s=self.config.downscale_stabilization_s)
 
     def _stabilized(self, now: float, current: int, recommendation: int) -> int:
         """The highest floor recommended in the last stabilisation window (the first pass counts the floor found)."""
