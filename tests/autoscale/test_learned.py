@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from drlsched.autoscale.driver import Driver, DriverConfig
+from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, load_scaler, save_scaler
 from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, ScalerObserver
-from drlsched.autoscale.scaler_train import ScalerTrainSettings
+from drlsched.autoscale.scaler_train import ScalerTrainSettings, sale_window
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.cli import main
 from drlsched.errors import UserError
@@ -85,6 +86,42 @@ def test_external_decisions_drive_the_replicas() -> None:
     assert 0.0 < driver.used_core_s < driver.requested_core_s
 
 
+def test_training_windows_cut_the_last_day_and_open_before_its_sale() -> None:
+    """A window is 4 h of the second day at absolute times with everything before it as history; about half of them
+    open 10-50% of a window before that day's sale (seeded)."""
+    curve = flash_sale(7, days=2, step_s=15.0, peak=100.0)
+    sale = next(a for a, _ in curve.bursts if a >= 86_400.0)
+    rng = np.random.default_rng(3)
+    before = 0
+    for _ in range(200):
+        history, window = sale_window(curve, 4 * 3600.0, rng)
+        assert window.start_s == history.duration_s >= 86_400.0 and window.duration_s == 4 * 3600.0
+        assert np.array_equal(np.r_[history.rate, window.rate], curve.rate[:history.rate.size + window.rate.size])
+        assert all(window.start_s <= a < b <= window.start_s + window.duration_s for a, b in window.bursts)
+        opens = (sale - window.start_s) / window.duration_s
+        before += 0.1 - 1e-6 <= opens <= 0.5 + 1e-6
+    assert 70 <= before <= 130
+
+
+def test_a_primed_run_opens_with_a_season_of_forecast_at_the_primed_level() -> None:
+    """`Driver(history=...)`: the first observation already has the forecast's season, the hold its base, and the
+    service opens at ⌈1.5 × that base⌉ ready replicas, so a window of the second day sees what a whole run does."""
+    curve = flash_sale(7, days=2, step_s=15.0, peak=3200.0)
+    history, window = sale_window(curve, 4 * 3600.0, np.random.default_rng(0))
+    spec = ServiceSpec(max_replicas=800)
+    driver = Driver(spec, window, DriverConfig(nodes=100), seed=1, history=history)
+    loop = driver.decisions()
+    first = next(loop).copy()
+    assert first[-1, 4] == 1.0 and 0.5 < first[-1, 3] < 2.0  # seasoned, and the forecast near the present need
+    assert first[-1, 1] == pytest.approx(first[-1, 2]) and first[-1, 1] >= 1.5 - 0.05  # opened warm, all ready
+    assert driver.observer is not None
+    opened = math.ceil(1.5 * driver.observer.base - 1e-9)
+    loop.send(MULTIPLIERS.index(1.5))
+    assert len(driver._service()) == opened
+    plain = Driver(spec, window, DriverConfig(nodes=100), seed=1).decisions()
+    assert next(plain)[-1, 4] == 0.0  # without history: no season yet
+
+
 def test_presets_weigh_the_trade_differently() -> None:
     eco, batch = ScalerTrainSettings(reward_preset="ecommerce").weights(), ScalerTrainSettings(
         reward_preset="batch").weights()
@@ -117,13 +154,14 @@ def test_checkpoint_checks(tmp_path: Path) -> None:
 
 def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    assert main(["train-scaler", "--steps", "256", "--envs", "2", "--nodes", "10", "--days", "1", "--bc-episodes", "1",
+    assert main(["train-scaler", "--steps", "256", "--envs", "2", "--nodes", "10", "--days", "2", "--bc-episodes", "1",
+                 "--window-hours", "4",
                  "--node-autoscaler", "none", "--out", str(out), "--quiet"]) == 0
     for name in ("policy.pt", "curve.csv", "curve.png", "train.json"):
         assert (out / name).stat().st_size > 0
     facts = json.loads((out / "train.json").read_text())
     assert facts["behaviour_clone"]["decisions"] > 0 and facts["steps"] == 256 and facts["peak_rss_mib"] > 0
-    assert facts["settings"]["reward_preset"] == "ecommerce"
+    assert facts["settings"]["reward_preset"] == "ecommerce" and facts["settings"]["window_h"] == 4.0
     trace = tmp_path / "t.csv"
     trace.write_text("minute,requests\n" + "".join(f"{m},{600 if m < 30 else 4800}\n" for m in range(60)))
     policy = f"ppo:{out / 'policy.pt'}"
@@ -141,6 +179,9 @@ def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.Capture
     ["train-scaler", "--reward-preset", "traffic"],
     ["train-scaler", "--node-autoscaler", "gke"],
     ["train-scaler", "--days", "9"],
+    ["train-scaler", "--window-hours", "0.5"],
+    ["train-scaler", "--window-hours", "nan"],
+    ["train-scaler", "--window-hours", "4", "--days", "1"],
 ])
 def test_train_bad_input(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2

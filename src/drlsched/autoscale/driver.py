@@ -40,7 +40,7 @@ from drlsched.autoscale.metrics_server import MetricsServer
 from drlsched.autoscale.node_groups import NodeGroup, NodeTemplate, NodeView, PodRequest, Provision, Remove
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.autoscale.replicas import PENDING, RUNNING, Pod
-from drlsched.autoscale.scaler_obs import ScalerObserver
+from drlsched.autoscale.scaler_obs import MULTIPLIERS, ScalerObserver
 from drlsched.autoscale.services import SATURATED_SLOWDOWN, ServiceSpec, Startup, serve
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
@@ -50,6 +50,7 @@ from drlsched.workload import PodSpec, QoS
 SCALERS = ("hpa", "overprovision", "predictive")
 LEARNED_PREFIX = "ppo:"  # ppo:PATH, a policy of `drlsched train-scaler`
 NODE_AUTOSCALERS = ("none", "cluster-autoscaler", "karpenter")
+PRIMED_MULTIPLIER = 1.5  # a primed run's opening level: the middle of the learned scaler's safe choices
 DEFAULT_TEMPLATE = NodeTemplate("c8-m32", 8000, 32768)
 VIOLATION_MINUTE_SHARE = 0.01  # a minute with more than 1% of its requests violating counts (SimConfig's 1%)
 
@@ -119,7 +120,11 @@ class RunResult:
 
 
 class Driver:
-    def __init__(self, service: ServiceSpec, load: LoadCurve, config: DriverConfig, seed: int = 0) -> None:
+    def __init__(self, service: ServiceSpec, load: LoadCurve, config: DriverConfig, seed: int = 0,
+                 history: LoadCurve | None = None) -> None:
+        """`history`: the load before `load` starts, for a run that opens mid-curve (training windows): the
+        learned scaler's observer reads it first, so its forecast has its season and its hold its base, and the
+        service opens at that observer's target for m = `PRIMED_MULTIPLIER` instead of the bare need."""
         service.validate()
         config.validate()
         self.spec, self.load, self.cfg, self.seed = service, load, config, seed
@@ -160,6 +165,21 @@ class Driver:
         # requested by the bound pods): the learned scaler's observation and the training reward read differences.
         self.requests = self.violating = self.used_core_s = self.requested_core_s = 0.0
         self._seen = (0.0, 0.0)
+        self._primed = False
+        if history is not None:
+            self._prime(history)
+
+    def _prime(self, history: LoadCurve) -> None:
+        """Feeds `history` to a fresh observer at the HPA's sync period, as if the count had sat at the primed
+        level with no violation (the windows' replica rows are those of the primed level)."""
+        observer = self.observer = ScalerObserver(self.spec)
+        period = self.hpa.config.sync_period_s
+        times = np.arange(history.start_s, history.start_s + history.duration_s, period)
+        level = MULTIPLIERS.index(PRIMED_MULTIPLIER)
+        for now, rate in zip(times.tolist(), history.at(times).tolist(), strict=True):
+            count = observer.target(level)
+            observer.observe(now, rate, count, count, 0.0)
+        self._primed = True
 
     # --- state ---------------------------------------------------------------------------------------------
 
@@ -380,6 +400,9 @@ class Driver:
         rates = self.load.at(times)
         needed = np.maximum(spec.min_replicas, spec.replicas_for(rates))
         initial = int(min(spec.max_replicas, needed[0]))
+        if self._primed:
+            assert self.observer is not None
+            initial = max(initial, self.observer.target(MULTIPLIERS.index(PRIMED_MULTIPLIER)))
         per_node = max(1, min(cfg.template.cpu_m // spec.request_m, cfg.template.mem_mib // spec.mem_mib))
         n0 = cfg.nodes if cfg.node_autoscaler == "none" else min(cfg.nodes, max(1, math.ceil(initial / per_node)))
         for i in range(n0):

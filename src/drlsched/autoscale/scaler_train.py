@@ -3,7 +3,8 @@
 Each env is a `Driver` run as a generator (`Driver.decisions`): one decision per HPA sync (15 s), the observation
 the `scaler_obs` window, the action an index into `MULTIPLIERS`. An episode is a `days`-day flash-sale of a training
 seed (`seed_base` + a counter: 1000 and up by default, apart from the evaluation seeds 0-99 and validation 100-999)
-on `nodes` nodes with the node autoscaler of the settings. The reward of a decision covers the interval to the
+on `nodes` nodes with the node autoscaler of the settings, or with `window_h` a window of its last day
+(`sale_window`). The reward of a decision covers the interval to the
 next one and uses the seed's terms with a preset's weights (`drlsched.rl.reward.PRESETS`):
 
     r = α·utilisation − β·violation − γ·churn
@@ -31,6 +32,7 @@ import torch
 from drlsched.autoscale.driver import Driver, DriverConfig, RunResult
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig
+from drlsched.autoscale.load import LoadCurve
 from drlsched.autoscale.scaler_obs import MULTIPLIERS
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.errors import UserError
@@ -68,6 +70,9 @@ class ScalerTrainSettings:
     """warm start: episodes of the tuned `predictive` scaler (60%, 300 s) imitated before PPO (0: none)"""
     bc_epochs: int = 8
     bc_lr: float = 1e-3
+    window_h: float = 0.0
+    """0: whole episodes; else each episode is this many hours of its last day (the days before are read as history
+    by the observer, not simulated), half of them opening 10-50% of a window before that day's sale"""
 
     def validate(self) -> None:
         if self.reward_preset not in SCALER_PRESETS:
@@ -79,6 +84,9 @@ class ScalerTrainSettings:
             raise UserError("train-scaler: minutes, steps and envs must be positive")
         if not 1 <= self.days <= 7:
             raise UserError(f"--days must be between 1 and 7, got {self.days}")
+        if not (self.window_h == 0 or 1 <= self.window_h <= 24) or (self.window_h and self.days < 2):
+            raise UserError(f"--window-hours: 0 (whole episodes) or 1 to 24 with --days 2 or more, got "
+                            f"{self.window_h:g} with {self.days} days")
 
     def weights(self) -> tuple[float, float, float]:
         w = PRESETS[self.reward_preset]
@@ -205,10 +213,35 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
     return net, facts
 
 
-def _episode(s: ScalerTrainSettings, seed: int, config: DriverConfig) -> Driver:
+def _episode(s: ScalerTrainSettings, seed: int, config: DriverConfig, windowed: bool = True) -> Driver:
     per_node = 8
     peak = 0.5 * per_node * s.nodes * 0.8 * 1000 / 10.0  # as `simulate --scaler`'s default peak
-    return Driver(ServiceSpec(max_replicas=per_node * s.nodes), flash_sale(seed, s.days, 15.0, peak), config, seed)
+    curve = flash_sale(seed, s.days, 15.0, peak)
+    spec = ServiceSpec(max_replicas=per_node * s.nodes)
+    if not (windowed and s.window_h):
+        return Driver(spec, curve, config, seed)
+    history, window = sale_window(curve, s.window_h * 3600.0, np.random.default_rng([seed, 0x3A1E]))
+    return Driver(spec, window, config, seed, history=history)
+
+
+def sale_window(curve: LoadCurve, length_s: float, rng: np.random.Generator) -> tuple[LoadCurve, LoadCurve]:
+    """(history, window): a `length_s` window of the curve's last day, with absolute times (the hour of day is an
+    observation), and everything before it. Half the windows open 10-50% of their length before the last day's
+    sale: a sale is about 20 of a day's 5760 decisions, too rare in whole days for PPO to learn what the window
+    shows before and during one (docs/autoscaling.md)."""
+    day = 86_400.0
+    last = day * (round(curve.duration_s / day) - 1)
+    sales = [a for a, _ in curve.bursts if a >= last]
+    if sales and rng.random() < 0.5:
+        start = sales[0] - rng.uniform(0.1, 0.5) * length_s
+    else:
+        start = last + rng.uniform(0.0, day - length_s)
+    lo = int(min(max(start, last), curve.duration_s - length_s) // curve.step_s)
+    hi = lo + int(length_s // curve.step_s)
+    t0, t1 = lo * curve.step_s, hi * curve.step_s
+    bursts = tuple((max(a, t0), min(b, t1)) for a, b in curve.bursts if b > t0 and a < t1)
+    return (LoadCurve(curve.rate[:lo], curve.step_s, 0.0, ()),
+            LoadCurve(curve.rate[lo:hi], curve.step_s, t0, bursts))
 
 
 def behaviour_clone(net: ScalerNet, s: ScalerTrainSettings, rng: np.random.Generator) -> dict[str, float]:
@@ -218,7 +251,7 @@ def behaviour_clone(net: ScalerNet, s: ScalerTrainSettings, rng: np.random.Gener
     expert = DriverConfig(scaler="predictive", target_utilization=60, lead_s=300.0, node_autoscaler=s.node_autoscaler,
                           nodes=s.nodes, step_s=s.step_s)
     for i in range(s.bc_episodes):
-        driver = _episode(s, s.seed_base + 500_000 + i, expert)
+        driver = _episode(s, s.seed_base + 500_000 + i, expert, windowed=False)
         driver.expert_log = []
         driver.run()
         windows += [w for w, _ in driver.expert_log]

@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--node-autoscaler", default=d.node_autoscaler, metavar="NAME",
                    help=f"{', '.join(NODE_AUTOSCALERS)} (default {d.node_autoscaler})")
     p.add_argument("--days", type=positive_int, default=d.days, help=f"days per episode (default {d.days})")
+    p.add_argument("--window-hours", type=float, default=d.window_h, metavar="H",
+                   help="episodes of H hours (1-24) of the last day, half of them around its sale, the days before "
+                        "read as history (default 0: whole episodes)")
     p.add_argument("--bc-episodes", type=non_negative_int, default=d.bc_episodes,
                    help=f"imitate the tuned predictive scaler on this many episodes first (default {d.bc_episodes}; 0: "
                         "none)")
@@ -49,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     s = ScalerTrainSettings(reward_preset=args.reward_preset, encoder=args.encoder, minutes=args.minutes,
                             total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
                             node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed,
-                            bc_episodes=args.bc_episodes)
+                            window_h=args.window_hours, bc_episodes=args.bc_episodes)
     s.validate()
     out = make_output_dir(args.out)
     bar = None
