@@ -17,7 +17,6 @@ Usage: nice python bench/learning/scaler_compare.py --policies eco=DIR/policy.pt
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -26,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulator"))
 
-from autoscale_compare import KEYS, run_one
+from autoscale_compare import KEYS, run_one, write_result
 
 from drlsched.evaluate import mean_ci
 from drlsched.machine import machine_info
@@ -87,10 +86,7 @@ def main() -> None:
     out = {"bench": "scaler_compare", "nodes": a.nodes, "node_autoscaler": "cluster-autoscaler", "step_s": a.step,
            "windows": [list(w) for w in windows], "policies": learned, "tuned": TUNED, "results": results,
            "wall_s": round(time.perf_counter() - t0, 1), "machine": machine_info()}
-    text = json.dumps(out, indent=2, default=str)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(text + "\n")
-    print(text)
+    write_result(out, a.out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Usage: nice python bench/learning/scaler_headroom.py [--seeds 100,101,102]
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -26,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulator"))
 
-from autoscale_compare import DAY, run_one, window
+from autoscale_compare import DAY, run_one, window, write_result
 
 from drlsched.autoscale.driver import Driver, DriverConfig
 from drlsched.autoscale.scaler_obs import MULTIPLIERS
@@ -85,10 +84,7 @@ def main() -> None:
     results["predictive"]["violation_minutes_total"] = int(np.sum(results["predictive"]["violation_minutes"]))
     out = {"bench": "scaler_headroom", "seeds": seeds, "rise": a.rise, "recent": a.recent, "ahead": a.ahead,
            "results": results, "wall_s": round(time.perf_counter() - t0, 1), "machine": machine_info()}
-    text = json.dumps(out, indent=2, default=str)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(text + "\n")
-    print(text)
+    write_result(out, a.out)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,14 @@ def run_one(job: tuple[str, str | int, int, float, dict[str, Any]]) -> dict[str,
     return {"kind": kind, "key": key, "params": params, **{k: m[k] for k in KEYS}}
 
 
+def write_result(out: dict[str, Any], path: str) -> None:
+    """Prints the bench's JSON and writes it to `path` (the issue 25 benches share this)."""
+    text = json.dumps(out, indent=2, default=str)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text + "\n")
+    print(text)
+
+
 def label(params: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
 
@@ -159,10 +167,7 @@ def main() -> None:
            "validation_runs": [{**r, "params": label(r["params"])} for r in val_rows],
            "step_s": a.step, "results": results, "speed_24h_flash_sale_s": round(speed, 2), "speed_target_s": 60,
            "wall_s": round(time.perf_counter() - t0, 1), "machine": machine_info()}
-    text = json.dumps(out, indent=2, default=str)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(text + "\n")
-    print(text)
+    write_result(out, a.out)
 
 
 if __name__ == "__main__":
