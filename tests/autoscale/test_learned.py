@@ -1,6 +1,7 @@
 """The learned replica scaler: its observation and action, the driver's external-decision loop, the checkpoint's
 checks, and `train-scaler` end to end into simulate and evaluate."""
 
+import csv
 import json
 import math
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from drlsched.autoscale.driver import Driver, DriverConfig
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, load_scaler, save_scaler
 from drlsched.autoscale.load import LoadCurve
-from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, ScalerObserver
+from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, OPENING_LEVEL, STEPS, ScalerObserver
 from drlsched.autoscale.scaler_train import ScalerTrainSettings, sale_window
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.cli import main
@@ -39,6 +40,48 @@ def test_observer_target_follows_the_multiplier() -> None:
     assert targets == sorted(targets)
     assert targets == [min(100, max(1, math.ceil(m * need - 1e-9))) for m in MULTIPLIERS]
     assert obs.nearest(targets[4]) == 4 and obs.nearest(1) == 0 and obs.nearest(10_000) == len(MULTIPLIERS) - 1
+
+
+def test_step_actions_move_the_level_in_force_and_the_window_reads_it() -> None:
+    """Step actions (spec 3): down / keep / up one level from 1.5, clipped at the ends; the level is the window's
+    10th feature (level / 10), and imitation reads an expert's count as the step toward its nearest level."""
+    obs = ScalerObserver(ServiceSpec(max_replicas=100), actions="step")
+    window = obs.observe(0.0, 1000.0, ready=10, replicas=10, violating=0.0)
+    assert window.shape == (HISTORY, F_SCALER + 1) and np.all(window[:, -1] == OPENING_LEVEL / 10)
+    up, keep, down = STEPS.index(1), STEPS.index(0), STEPS.index(-1)
+    assert [obs.apply(a) for a in (up, up, keep, down)] == [math.ceil(m * 10 - 1e-9) for m in (1.6, 1.8, 1.8, 1.6)]
+    assert obs.observe(15.0, 1000.0, ready=16, replicas=16, violating=0.0)[-1, -1] == pytest.approx(0.6)
+    for _ in range(20):
+        obs.apply(up)
+    assert obs.level == len(MULTIPLIERS) - 1 and obs.apply(up) == 30
+    assert obs.nearest(30) == keep and obs.nearest(10) == down
+    for _ in range(20):
+        obs.apply(down)
+    assert obs.apply(down) == 9 and obs.nearest(1) == keep and obs.nearest(14) == up
+    with pytest.raises(ValueError):
+        ScalerObserver(ServiceSpec(), actions="relative")
+
+
+def test_a_step_scaler_checkpoint_loads_and_climbs_in_the_driver(tmp_path: Path) -> None:
+    """A spec-3 file loads as a step scaler (the driver's observer takes its action space); one that always
+    steps up reaches m = 3.0 after six syncs and holds it; a spec-2 file still loads as absolute."""
+    net = ScalerNet(ScalerNetConfig(encoder="none"), actions="step")
+    with torch.no_grad():
+        net.actor[-1].weight.zero_()
+        net.actor[-1].bias.copy_(torch.tensor([0.0, 0.0, 10.0]))  # always up
+    path = tmp_path / "step.pt"
+    save_scaler(path, net, {"kind": "scaler"})
+    assert torch.load(path, weights_only=True)["obs_spec_version"] == 3 and load_scaler(str(path)).actions == "step"
+    rate = np.full(20, 1600.0)  # 16 replicas' worth
+    driver = Driver(ServiceSpec(max_replicas=160), LoadCurve(rate, 60.0, 0.0, ()),
+                    DriverConfig(scaler=f"ppo:{path}", nodes=20), seed=1)
+    result = driver.run()
+    assert driver.observer is not None and driver.observer.actions == "step"
+    assert driver.observer.level == len(MULTIPLIERS) - 1 and result.series["replicas"][-1] == 48
+    absolute = tmp_path / "absolute.pt"
+    save_scaler(absolute, ScalerNet(ScalerNetConfig(encoder="none")), {"kind": "scaler"})
+    assert torch.load(absolute, weights_only=True)["obs_spec_version"] == 2
+    assert load_scaler(str(absolute)).actions == "absolute"
 
 
 def _constant_run(rate: np.ndarray, multiplier: Callable[[float], float]) -> np.ndarray:
@@ -150,6 +193,18 @@ def test_checkpoint_checks(tmp_path: Path) -> None:
         load_scaler(str(junk))
     with pytest.raises(UserError, match="does not exist"):
         load_scaler(str(tmp_path / "missing.pt"))
+    other = tmp_path / "other-spec.pt"
+    data = torch.load(good, weights_only=True)
+    data["obs_spec_version"] = 4
+    torch.save(data, other)
+    with pytest.raises(UserError, match="another observation or action spec"):
+        load_scaler(str(other))
+    mismatched = tmp_path / "mismatched.pt"
+    data = torch.load(good, weights_only=True)
+    data["obs_spec_version"] = 3  # absolute weights under the step spec
+    torch.save(data, mismatched)
+    with pytest.raises(UserError, match="does not match"):
+        load_scaler(str(mismatched))
 
 
 def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +230,23 @@ def test_train_then_simulate_and_evaluate(tmp_path: Path, capsys: pytest.Capture
     assert policy in json.loads((ev / "results.json").read_text())["scalers"]
 
 
+def test_train_step_actions_end_to_end(tmp_path: Path) -> None:
+    """`--actions step`: the file is spec 3 with three logits, keep the likeliest at the start, and its imitation
+    labels are steps."""
+    out = tmp_path / "step"
+    assert main(["train-scaler", "--actions", "step", "--steps", "256", "--envs", "2", "--nodes", "10",
+                 "--bc-episodes", "1", "--window-hours", "4", "--node-autoscaler", "none", "--out", str(out),
+                 "--quiet"]) == 0
+    scaler = load_scaler(str(out / "policy.pt"))
+    assert scaler.actions == "step" and scaler.net.actor[-1].out_features == len(STEPS)
+    facts = json.loads((out / "train.json").read_text())
+    assert facts["settings"]["actions"] == "step" and facts["behaviour_clone"]["decisions"] > 0
+    rows = list(csv.DictReader((out / "curve.csv").open()))
+    assert all(0.9 <= float(r["mean_multiplier"]) <= 3.0 for r in rows)  # the levels in force, not step indices
+
+
 @pytest.mark.parametrize("argv", [
+    ["train-scaler", "--actions", "relative"],
     ["train-scaler", "--reward-preset", "traffic"],
     ["train-scaler", "--node-autoscaler", "gke"],
     ["train-scaler", "--days", "9"],

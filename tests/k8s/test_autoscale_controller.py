@@ -331,6 +331,30 @@ def test_the_manifest_runs_a_command_drlsched_accepts_and_its_rbac_covers_every_
     assert lease_role["rules"][0]["verbs"] == ["get", "create", "update"]
 
 
+def test_a_step_scaler_climbs_one_level_per_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A step-action policy (spec 3) that always steps up: the controller keeps its level across passes, 1.6, 1.8,
+    2.0, 2.5, 3.0 × 2400m / 1000m, then stays at the top."""
+    import torch
+
+    from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, save_scaler
+
+    net = ScalerNet(ScalerNetConfig(encoder="none"), actions="step")
+    with torch.no_grad():
+        net.actor[-1].weight.zero_()
+        net.actor[-1].bias.copy_(torch.tensor([0.0, 0.0, 10.0]))
+    path = tmp_path / "step.pt"
+    save_scaler(path, net, {"kind": "scaler"})
+    fake = FakeCluster(replicas=2)
+    controller = _controller(monkeypatch, fake, learned=str(path))
+    fake.demand_m = 2400.0
+    desired = []
+    for _ in range(6):
+        desired.append(controller.reconcile(True).desired)
+        fake.now += 15.0
+        fake.sample_t = fake.now
+    assert desired == [4, 5, 5, 6, 8, 8]
+
+
 def test_a_learned_scaler_sets_the_count_from_its_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`--scaler ppo:PATH`: the policy's multiplier on the pods' CPU demand (in replicas of 1 CPU) sets the count;
     a placement checkpoint given instead is one line, exit 2."""

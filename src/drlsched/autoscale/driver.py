@@ -18,7 +18,8 @@ Scalers (`--scaler`):
 - `predictive`: max(the HPA's recommendation, the replicas the Holt-Winters forecast of the rate needs `lead_s`
   ahead) (`predictive.PredictiveScaler`); the HPA runs as the reactive part on the same syncs.
 - `ppo:PATH`: the learned scaler (`learned.LearnedScaler`) sets the count at each sync from the history window of
-  `scaler_obs.ScalerObserver`; `decisions()` runs the same loop with the actions sent in from outside (training).
+  `scaler_obs.ScalerObserver`, in the checkpoint's action space; `decisions()` runs the same loop with the actions
+  sent in from outside (training), in `DriverConfig.actions`.
 Pods leave at once when scaled down (no graceful termination), in the ReplicaSet's order: unscheduled first,
 then not ready, then the newest.
 """
@@ -40,7 +41,7 @@ from drlsched.autoscale.metrics_server import MetricsServer
 from drlsched.autoscale.node_groups import NodeGroup, NodeTemplate, NodeView, PodRequest, Provision, Remove
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.autoscale.replicas import PENDING, RUNNING, Pod
-from drlsched.autoscale.scaler_obs import MULTIPLIERS, ScalerObserver
+from drlsched.autoscale.scaler_obs import ACTIONS, OPENING_LEVEL, ScalerObserver
 from drlsched.autoscale.services import SATURATED_SLOWDOWN, ServiceSpec, Startup, serve
 from drlsched.cluster import Cluster
 from drlsched.errors import UserError
@@ -50,7 +51,6 @@ from drlsched.workload import PodSpec, QoS
 SCALERS = ("hpa", "overprovision", "predictive")
 LEARNED_PREFIX = "ppo:"  # ppo:PATH, a policy of `drlsched train-scaler`
 NODE_AUTOSCALERS = ("none", "cluster-autoscaler", "karpenter")
-PRIMED_MULTIPLIER = 1.5  # a primed run's opening level: the middle of the learned scaler's safe choices
 DEFAULT_TEMPLATE = NodeTemplate("c8-m32", 8000, 32768)
 VIOLATION_MINUTE_SHARE = 0.01  # a minute with more than 1% of its requests violating counts (SimConfig's 1%)
 
@@ -75,6 +75,7 @@ class DriverConfig:
     metric_resolution_s: float = 15.0
     startup: Startup = field(default_factory=Startup)
     karpenter: KarpenterConfig = field(default_factory=KarpenterConfig)  # its CPU limit comes from `nodes`
+    actions: str = "absolute"  # the action space of decisions() (`scaler_obs.ACTIONS`); a ppo: file brings its own
 
     def validate(self) -> None:
         if self.scaler not in SCALERS and not self.scaler.startswith(LEARNED_PREFIX):
@@ -86,6 +87,8 @@ class DriverConfig:
             raise UserError(f"--node-provision-s must be a non-negative number of seconds, got {self.node_provision_s}")
         if self.overprovision_pods < 0 or not 0 <= self.overprovision_fraction <= 10:
             raise UserError("overprovision: placeholder pods must be >= 0 and the fraction within [0, 10]")
+        if self.actions not in ACTIONS:
+            raise UserError(f"unknown scaler action space {self.actions!r}; choose one of {', '.join(ACTIONS)}")
         if self.nodes < 1 or not 0 < self.step_s <= 15:
             raise UserError("the driver needs at least one node and a step in (0, 15] s")
 
@@ -124,7 +127,7 @@ class Driver:
                  history: LoadCurve | None = None) -> None:
         """`history`: the load before `load` starts, for a run that opens mid-curve (training windows): the
         learned scaler's observer reads it first, so its forecast has its season and its hold its base, and the
-        service opens at that observer's target for m = `PRIMED_MULTIPLIER` instead of the bare need."""
+        service opens at that observer's target at `scaler_obs.OPENING_LEVEL` (m = 1.5) instead of the bare need."""
         service.validate()
         config.validate()
         self.spec, self.load, self.cfg, self.seed = service, load, config, seed
@@ -161,6 +164,7 @@ class Driver:
             from drlsched.autoscale.learned import load_scaler
 
             self.learned = load_scaler(config.scaler[len(LEARNED_PREFIX):])
+        self.actions = self.learned.actions if self.learned is not None else config.actions
         # Running sums since the start (requests, violating requests, core-seconds used by the ready replicas and
         # requested by the bound pods): the learned scaler's observation and the training reward read differences.
         self.requests = self.violating = self.used_core_s = self.requested_core_s = 0.0
@@ -172,14 +176,17 @@ class Driver:
     def _prime(self, history: LoadCurve) -> None:
         """Feeds `history` to a fresh observer at the HPA's sync period, as if the count had sat at the primed
         level with no violation (the windows' replica rows are those of the primed level)."""
-        observer = self.observer = ScalerObserver(self.spec)
+        observer = self.observer = self.new_observer()
         period = self.hpa.config.sync_period_s
         times = np.arange(history.start_s, history.start_s + history.duration_s, period)
-        level = MULTIPLIERS.index(PRIMED_MULTIPLIER)
         for now, rate in zip(times.tolist(), history.at(times).tolist(), strict=True):
-            count = observer.target(level)
+            count = observer.target(OPENING_LEVEL)
             observer.observe(now, rate, count, count, 0.0)
         self._primed = True
+
+    def new_observer(self) -> ScalerObserver:
+        """A fresh observer in this run's action space."""
+        return ScalerObserver(self.spec, actions=self.actions)
 
     # --- state ---------------------------------------------------------------------------------------------
 
@@ -343,7 +350,7 @@ class Driver:
     def _observe(self, now: float, rate: float) -> np.ndarray:
         """The learned scaler's history window after this sync (`scaler_obs`)."""
         if self.observer is None:
-            self.observer = ScalerObserver(self.spec)
+            self.observer = self.new_observer()
         service = self._service()
         ready = sum(1 for r in service if r.ready_s <= now)
         requests, bad = self.requests - self._seen[0], self.violating - self._seen[1]
@@ -357,7 +364,7 @@ class Driver:
                 assert self.learned is not None
                 action = self.learned.act(self._observe(now, rate))
             assert self.observer is not None  # made by _observe
-            desired = self.observer.target(action)
+            desired = self.observer.apply(action)
             self.hpa.next_sync_s = now + self.hpa.config.sync_period_s  # on the HPA's sync period, instead of it
         else:
             decision = self.hpa.reconcile(now, current, self._hpa_pods(now), self.ms.pod_metrics())
@@ -368,7 +375,9 @@ class Driver:
         if self.expert_log is not None and action is None:  # imitation data: what this scaler did, as an action
             window = self._observe(now, rate).copy()
             assert self.observer is not None
-            self.expert_log.append((window, self.observer.nearest(desired)))
+            label = self.observer.nearest(desired)
+            self.observer.apply(label)  # a step scaler's level follows the expert
+            self.expert_log.append((window, label))
         desired = min(self.spec.max_replicas, max(self.spec.min_replicas, desired))
         if desired != current:
             self.scale_actions += 1
@@ -390,7 +399,8 @@ class Driver:
 
     def decisions(self) -> Generator[np.ndarray, int, RunResult]:
         """The run as a generator for an external scaler (training): it yields the learned scaler's observation at
-        every sync and takes the action (an index into `scaler_obs.MULTIPLIERS`) sent back; returns the result."""
+        every sync and takes the action (`ScalerObserver.apply`'s, in `DriverConfig.actions`) sent back; returns the
+        result."""
         return self._loop(external=True)
 
     def _loop(self, external: bool) -> Generator[np.ndarray, int, RunResult]:
@@ -402,7 +412,7 @@ class Driver:
         initial = int(min(spec.max_replicas, needed[0]))
         if self._primed:
             assert self.observer is not None
-            initial = max(initial, self.observer.target(MULTIPLIERS.index(PRIMED_MULTIPLIER)))
+            initial = max(initial, self.observer.target(OPENING_LEVEL))
         per_node = max(1, min(cfg.template.cpu_m // spec.request_m, cfg.template.mem_mib // spec.mem_mib))
         n0 = cfg.nodes if cfg.node_autoscaler == "none" else min(cfg.nodes, max(1, math.ceil(initial / per_node)))
         for i in range(n0):

@@ -2,13 +2,15 @@
 
 Network (`ScalerNet`): an encoder over the `scaler_obs` history window — LSTM(64) → Dense(32, ReLU), the seed
 article's design, or `none` (the newest sync only, through an MLP of the same size: the no-history ablation) — then
-a policy head (one logit per `MULTIPLIERS` entry) and a value head. Every action is always valid, so there is no
+a policy head (one logit per action: per `MULTIPLIERS` entry, or per `STEPS` entry for step actions) and a value
+head. Every action is always valid, so there is no
 mask.
 
 Checkpoint: a dict readable by `torch.load(..., weights_only=True)` with format "drlsched-scaler", the observation
-spec version, the network's dimensions, free-form training facts and the weights, with a sha256 over all of it
-(the same canonical digest as placement policies, `drlsched.rl.checkpoint`). A placement policy file, a file of
-another observation spec or a damaged file is refused with one line.
+spec version (2: absolute actions, 3: step actions; both are read), the network's dimensions, free-form training
+facts and the weights, with a sha256 over all of it (the same canonical digest as placement policies,
+`drlsched.rl.checkpoint`). A placement policy file, a file of another observation spec or a damaged file is refused
+with one line.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from drlsched.autoscale.scaler_obs import F_SCALER, HISTORY, MULTIPLIERS, OBS_SPEC_VERSION
+from drlsched.autoscale.scaler_obs import ACTIONS, HISTORY, MULTIPLIERS, SPEC_VERSIONS, action_count, features
 from drlsched.errors import UserError
 from drlsched.rl.checkpoint import FORMAT as PLACEMENT_FORMAT
 from drlsched.rl.checkpoint import check_digest, read_checkpoint, weights, write_checkpoint
@@ -43,23 +45,25 @@ class ScalerNetConfig:
 
 
 class ScalerNet(nn.Module):
-    def __init__(self, cfg: ScalerNetConfig | None = None) -> None:
+    def __init__(self, cfg: ScalerNetConfig | None = None, actions: str = "absolute") -> None:
         super().__init__()
         self.cfg = cfg = cfg or ScalerNetConfig()
+        self.actions = actions
+        f = features(actions)
         if cfg.encoder == "lstm":
-            self.lstm = nn.LSTM(F_SCALER, cfg.lstm, batch_first=True)
+            self.lstm = nn.LSTM(f, cfg.lstm, batch_first=True)
             self.state = nn.Sequential(layer_init(nn.Linear(cfg.lstm, cfg.state)), nn.ReLU())
         else:
-            self.state = nn.Sequential(layer_init(nn.Linear(F_SCALER, cfg.lstm)), nn.ReLU(),
+            self.state = nn.Sequential(layer_init(nn.Linear(f, cfg.lstm)), nn.ReLU(),
                                        layer_init(nn.Linear(cfg.lstm, cfg.state)), nn.ReLU())
         h = cfg.hidden
-        self.actor = nn.Sequential(layer_init(nn.Linear(cfg.state + F_SCALER, h)), nn.Tanh(),
-                                   layer_init(nn.Linear(h, len(MULTIPLIERS)), gain=0.01))
-        self.critic = nn.Sequential(layer_init(nn.Linear(cfg.state + F_SCALER, h)), nn.Tanh(),
+        self.actor = nn.Sequential(layer_init(nn.Linear(cfg.state + f, h)), nn.Tanh(),
+                                   layer_init(nn.Linear(h, action_count(actions)), gain=0.01))
+        self.critic = nn.Sequential(layer_init(nn.Linear(cfg.state + f, h)), nn.Tanh(),
                                     layer_init(nn.Linear(h, 1), gain=1.0))
 
     def forward(self, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[B, HISTORY, F_SCALER] → logits [B, len(MULTIPLIERS)], values [B]."""
+        """[B, HISTORY, features(actions)] → logits [B, action_count(actions)], values [B]."""
         if self.cfg.encoder == "lstm":
             _, (h_n, _) = self.lstm(window)
             s = self.state(h_n[-1])
@@ -74,6 +78,7 @@ class LearnedScaler:
 
     def __init__(self, net: ScalerNet, meta: dict[str, Any]) -> None:
         self.net, self.meta = net, meta
+        self.actions = net.actions  # the action space: the observer of a run must be made with it
 
     @torch.no_grad()
     def act(self, window: np.ndarray) -> int:
@@ -83,13 +88,13 @@ class LearnedScaler:
 
 def save_scaler(path: str | Path, net: ScalerNet, meta: dict[str, Any]) -> str:
     """Writes the checkpoint atomically; returns its sha256."""
-    return write_checkpoint(path, _header(net.cfg, meta), net)
+    return write_checkpoint(path, _header(net.cfg, net.actions, meta), net)
 
 
-def _header(cfg: ScalerNetConfig, meta: dict[str, Any]) -> dict[str, Any]:
+def _header(cfg: ScalerNetConfig, actions: str, meta: dict[str, Any]) -> dict[str, Any]:
     import json
 
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "obs_spec_version": OBS_SPEC_VERSION,
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "obs_spec_version": SPEC_VERSIONS[actions],
             "history": HISTORY, "actions": list(MULTIPLIERS), "net": asdict(cfg), "meta": json.loads(json.dumps(meta))}
 
 
@@ -106,21 +111,22 @@ def load_scaler(path: str) -> LearnedScaler:
     if data.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{p} has scaler format version {data.get('format_version')}; this drlsched reads "
                         f"version {FORMAT_VERSION}")
-    if (data.get("obs_spec_version"), data.get("history"), data.get("actions")) != (
-            OBS_SPEC_VERSION, HISTORY, list(MULTIPLIERS)):
-        raise UserError(f"{p} was trained on another observation or action spec (version "
-                        f"{data.get('obs_spec_version')}): retrain it with this drlsched")
+    spec = data.get("obs_spec_version")
+    actions = next((a for a in ACTIONS if SPEC_VERSIONS[a] == spec), None)
+    if actions is None or (data.get("history"), data.get("actions")) != (HISTORY, list(MULTIPLIERS)):
+        raise UserError(f"{p} was trained on another observation or action spec (version {str(spec)[:20]}): "
+                        "retrain it with this drlsched")
     cfg = _config(p, data.get("net"))
     state = weights(p, data)
     with torch.device("meta"):
-        expected = ScalerNet(cfg).state_dict()
+        expected = ScalerNet(cfg, actions).state_dict()
     if set(state) != set(expected) or any(state[k].shape != v.shape or state[k].dtype != v.dtype
                                           for k, v in expected.items()):
         raise UserError(f"{p} does not match this drlsched's scaler network")
     header = {k: data.get(k) for k in ("format", "format_version", "obs_spec_version", "history", "actions", "net",
                                        "meta")}
     check_digest(p, header, state, data.get("sha256"))
-    net = ScalerNet(cfg)
+    net = ScalerNet(cfg, actions)
     net.load_state_dict(state)
     net.eval()
     meta = data.get("meta")

@@ -156,9 +156,7 @@ def simulate_window(plan: Plan, as_replayed: bool = True) -> RunResult:
         for t, rate in history:
             driver.predictive.observe(t, rate)
     if driver.learned is not None:
-        from drlsched.autoscale.scaler_obs import ScalerObserver
-
-        driver.observer = ScalerObserver(plan.spec)
+        driver.observer = driver.new_observer()
         for t, rate in history:
             driver.observer.forecast.observe(t, rate)
     return driver.run()

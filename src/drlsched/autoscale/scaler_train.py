@@ -1,10 +1,11 @@
 """`drlsched train-scaler`: PPO for the learned replica scaler, in one file (CleanRL's ppo.py as the model).
 
 Each env is a `Driver` run as a generator (`Driver.decisions`): one decision per HPA sync (15 s), the observation
-the `scaler_obs` window, the action an index into `MULTIPLIERS`. An episode is a `days`-day flash-sale of a training
-seed (`seed_base` + a counter: 1000 and up by default, apart from the evaluation seeds 0-99 and validation 100-999)
-on `nodes` nodes with the node autoscaler of the settings, or with `window_h` a window of its last day
-(`sale_window`). The reward of a decision covers the interval to the
+the `scaler_obs` window, the action an index into `MULTIPLIERS` (`actions` absolute) or a step of one level
+(`actions` step: down, keep, up; keep starts at p ≈ 0.9 so an explored level lasts). An episode is a `days`-day
+flash-sale of a training seed (`seed_base` + a counter: 1000 and up by default, apart from the evaluation seeds 0-99
+and validation 100-999) on `nodes` nodes with the node autoscaler of the settings, or with `window_h` a window of
+its last day (`sale_window`). The reward of a decision covers the interval to the
 next one and uses the seed's terms with a preset's weights (`drlsched.rl.reward.PRESETS`):
 
     r = α·utilisation − β·violation − γ·churn
@@ -33,19 +34,22 @@ from drlsched.autoscale.driver import Driver, DriverConfig, RunResult
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig
 from drlsched.autoscale.load import LoadCurve
-from drlsched.autoscale.scaler_obs import MULTIPLIERS
+from drlsched.autoscale.scaler_obs import ACTIONS, MULTIPLIERS
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.errors import UserError
 from drlsched.rl.reward import PRESETS
 from drlsched.rl.scaling import RunningStd
 
 SCALER_PRESETS = ("ecommerce", "batch")
+KEEP_PRIOR = (-1.5, 1.5, -1.5)  # step actions' initial logits: p(keep) ≈ 0.91
 
 
 @dataclass
 class ScalerTrainSettings:
     reward_preset: str = "ecommerce"
     encoder: str = "lstm"
+    actions: str = "absolute"
+    """absolute: a multiplier per sync; step: down / keep / up one level of the multipliers"""
     minutes: float = 20.0
     total_steps: int = 400_000
     num_envs: int = 8
@@ -80,6 +84,8 @@ class ScalerTrainSettings:
                             f"got {self.reward_preset!r}")
         if self.encoder not in ("lstm", "none"):
             raise UserError(f"--encoder: lstm or none, got {self.encoder!r}")
+        if self.actions not in ACTIONS:
+            raise UserError(f"--actions: {' or '.join(ACTIONS)}, got {self.actions!r}")
         if not (self.minutes > 0 and self.total_steps > 0 and self.num_envs > 0 and self.num_steps > 1):
             raise UserError("train-scaler: minutes, steps and envs must be positive")
         if not 1 <= self.days <= 7:
@@ -101,12 +107,14 @@ class _Env:
         self.weights = s.weights()
         self.returns: list[dict[str, float]] = []
         self.obs = self._reset()
+        self.level = 0
 
     def _reset(self) -> np.ndarray:
         s = self.s
         seed = s.seed_base + self.episode * s.num_envs + self.index
         self.episode += 1
-        cfg = DriverConfig(scaler="hpa", node_autoscaler=s.node_autoscaler, nodes=s.nodes, step_s=s.step_s)
+        cfg = DriverConfig(scaler="hpa", node_autoscaler=s.node_autoscaler, nodes=s.nodes, step_s=s.step_s,
+                           actions=s.actions)
         self.driver = _episode(s, seed, cfg)
         self.loop: Generator[np.ndarray, int, RunResult] = self.driver.decisions()
         self._mark = self._sums()
@@ -121,9 +129,13 @@ class _Env:
         try:
             obs = self.loop.send(action).copy()
             done = False
+            assert self.driver.observer is not None
+            self.level = self.driver.observer.level  # the level this decision set
         except StopIteration as stop:
             result: RunResult = stop.value
             obs, done = np.zeros_like(self.obs), True
+            assert self.driver.observer is not None
+            self.level = self.driver.observer.level
             self.returns.append({"reward": self.ep_reward, **{k: float(result.metrics[k] or 0.0) for k in (
                 "sla_violation_rate", "replica_hours", "violation_minutes")}})
         now = self._sums()
@@ -146,7 +158,10 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
     torch.manual_seed(s.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(s.seed)
-    net = ScalerNet(ScalerNetConfig(encoder=s.encoder))
+    net = ScalerNet(ScalerNetConfig(encoder=s.encoder), s.actions)
+    if s.actions == "step":
+        with torch.no_grad():
+            net.actor[-1].bias.copy_(torch.tensor(KEEP_PRIOR))
     t0 = time.perf_counter()
     bc = behaviour_clone(net, s, rng) if s.bc_episodes else {}
     opt = torch.optim.Adam(net.parameters(), lr=s.lr, eps=1e-5)
@@ -159,6 +174,7 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
     rew_buf = np.zeros((t, n), dtype=np.float32)
     done_buf = np.zeros((t, n), dtype=np.float32)
     val_buf = np.zeros((t, n), dtype=np.float32)
+    level_buf = np.zeros((t, n), dtype=np.int64)
     updates = max(1, s.total_steps // (n * t))
     curve: list[dict[str, float]] = []
     steps = 0
@@ -178,6 +194,7 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
             out = [e.step(int(a)) for e, a in zip(envs, actions, strict=True)]
             rewards = np.array([o[1] for o in out])
             dones = np.array([o[2] for o in out])
+            level_buf[k] = [e.level for e in envs]
             rew_buf[k] = scale.scale(rewards, dones)
             done_buf[k] = dones
         steps += n * t
@@ -199,7 +216,7 @@ def train_scaler(s: ScalerTrainSettings, log: Callable[[dict[str, float]], None]
         for e in envs:
             e.returns = []
         row = {"step": steps, "wall_s": time.perf_counter() - t0, "reward": float(rew_buf.mean()),
-               "mean_multiplier": float(np.asarray(MULTIPLIERS)[act_buf].mean()), **stats}
+               "mean_multiplier": float(np.asarray(MULTIPLIERS)[level_buf].mean()), **stats}
         if finished:
             row.update({f"episode_{k}": float(np.mean([r[k] for r in finished])) for k in finished[0]})
         curve.append(row)
@@ -249,7 +266,7 @@ def behaviour_clone(net: ScalerNet, s: ScalerTrainSettings, rng: np.random.Gener
     episodes (seeds after PPO's range of the first updates); returns the imitation accuracy."""
     windows, labels = [], []
     expert = DriverConfig(scaler="predictive", target_utilization=60, lead_s=300.0, node_autoscaler=s.node_autoscaler,
-                          nodes=s.nodes, step_s=s.step_s)
+                          nodes=s.nodes, step_s=s.step_s, actions=s.actions)
     for i in range(s.bc_episodes):
         driver = _episode(s, s.seed_base + 500_000 + i, expert, windowed=False)
         driver.expert_log = []

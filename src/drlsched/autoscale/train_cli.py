@@ -11,6 +11,7 @@ from pathlib import Path
 
 from drlsched.autoscale.driver import NODE_AUTOSCALERS
 from drlsched.autoscale.learned import save_scaler
+from drlsched.autoscale.scaler_obs import ACTIONS
 from drlsched.autoscale.scaler_train import SCALER_PRESETS, ScalerTrainSettings, train_scaler
 from drlsched.cli_args import make_output_dir, non_negative_int, positive_float, positive_int
 from drlsched.errors import UserError
@@ -26,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "β·violation − γ·churn weights")
     p.add_argument("--encoder", default=d.encoder, choices=("lstm", "none"),
                    help="lstm over the last 16 syncs (default) or none (the newest only: the ablation)")
+    p.add_argument("--actions", default=d.actions, metavar="SPACE",
+                   help=f"{' or '.join(ACTIONS)}: a multiplier each sync (default {d.actions}), or down, keep or up "
+                        "one level, so a raise lasts until undone")
     p.add_argument("--minutes", type=positive_float, default=d.minutes, help=f"wall budget (default {d.minutes:g})")
     p.add_argument("--steps", type=positive_int, default=d.total_steps, help=f"decisions (default {d.total_steps})")
     p.add_argument("--envs", type=positive_int, default=d.num_envs, help=f"parallel episodes (default {d.num_envs})")
@@ -49,7 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.node_autoscaler not in NODE_AUTOSCALERS:
         raise UserError(f"unknown node autoscaler {args.node_autoscaler!r}; choose one of "
                         f"{', '.join(NODE_AUTOSCALERS)}")
-    s = ScalerTrainSettings(reward_preset=args.reward_preset, encoder=args.encoder, minutes=args.minutes,
+    s = ScalerTrainSettings(reward_preset=args.reward_preset, encoder=args.encoder, actions=args.actions,
+                            minutes=args.minutes,
                             total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
                             node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed,
                             window_h=args.window_hours, bc_episodes=args.bc_episodes)

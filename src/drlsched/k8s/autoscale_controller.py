@@ -265,17 +265,18 @@ class AutoscaleController:
         if self.observer is None:
             self.observer = self._observer(hpa)
         window = self.observer.observe(now, demand, ready, replicas, 0.0)
-        desired = self.observer.target(self.learned.act(window))
+        desired = self.observer.apply(self.learned.act(window))
         forecast = math.ceil(self.observer.forecast_need) if self.observer.forecast_need else None
         if hpa is not None:
             return Pass(mode, current, self._stabilized(now, current, desired), forecast, None, demand, "fresh")
         return Pass(mode, current, desired, forecast, None, demand, "fresh")
 
     def _observer(self, hpa: dict[str, Any] | None) -> ScalerObserver:
-        assert self.workload is not None
+        assert self.workload is not None and self.learned is not None
         low, high = self._bounds(hpa)
         return ScalerObserver(ServiceSpec(request_m=self.workload.request_m, cpu_per_rps_m=1.0, min_replicas=low,
-                                          max_replicas=high), hold_s=self.config.downscale_stabilization_s)
+                                          max_replicas=high), hold_s=self.config.downscale_stabilization_s,
+                              actions=self.learned.actions)
 
     def _stabilized(self, now: float, current: int, recommendation: int) -> int:
         """The highest floor recommended in the last stabilisation window (the first pass counts the floor found)."""
