@@ -173,6 +173,25 @@ def test_presets_weigh_the_trade_differently() -> None:
         ScalerTrainSettings(reward_preset="traffic").validate()
 
 
+def test_the_violation_minute_weight_prices_each_violating_interval() -> None:
+    """`--violation-minute-weight W`: the same episode, the same actions; the reward differs by exactly W at the
+    decisions whose interval had more than 1% of its requests violating, and nowhere else."""
+    from drlsched.autoscale.scaler_train import _Env
+
+    base = dict(nodes=100, num_envs=1, window_h=4.0)
+    plain, priced = _Env(ScalerTrainSettings(**base), 0), _Env(ScalerTrainSettings(minute_weight=3.0, **base), 0)
+    low = MULTIPLIERS.index(0.9)  # below need: violates once the load rises
+    gaps, violating = [], 0
+    for _ in range(400):
+        _, r0, _ = plain.step(low)
+        _, r1, _ = priced.step(low)
+        gaps.append(r0 - r1)
+        violating += gaps[-1] > 0
+    assert set(np.round(gaps, 9)) <= {0.0, 3.0} and violating > 0 and violating < len(gaps)
+    with pytest.raises(UserError, match="violation-minute-weight"):
+        ScalerTrainSettings(minute_weight=float("nan")).validate()
+
+
 def test_checkpoint_checks(tmp_path: Path) -> None:
     good = tmp_path / "scaler.pt"
     save_scaler(good, ScalerNet(ScalerNetConfig(encoder="none")), {"kind": "scaler"})
@@ -247,6 +266,8 @@ def test_train_step_actions_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [
     ["train-scaler", "--actions", "relative"],
+    ["train-scaler", "--violation-minute-weight", "-1"],
+    ["train-scaler", "--violation-minute-weight", "inf"],
     ["train-scaler", "--reward-preset", "traffic"],
     ["train-scaler", "--node-autoscaler", "gke"],
     ["train-scaler", "--days", "9"],

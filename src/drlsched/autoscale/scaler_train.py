@@ -14,6 +14,9 @@ next one and uses the seed's terms with a preset's weights (`drlsched.rl.reward.
                   violation + saturation weight, both of which stand for SLA violations)
     churn       = 1 when the sync changed the replica count (the scaler's "migration")
 
+and with `minute_weight` δ > 0 also − δ when more than 1% of the interval's requests violated: the shape of the
+violation-minutes metric, which the share alone prices at a few hundredths per such interval.
+
 Settings in `ScalerTrainSettings`; GAE, clipped surrogate, per-minibatch advantage normalisation, linear LR
 annealing, entropy decaying linearly from `ent_coef` to `ent_coef_end`, rewards scaled by the running std of the
 return (`drlsched.rl.scaling`).
@@ -21,6 +24,7 @@ return (`drlsched.rl.scaling`).
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from collections.abc import Callable, Generator
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from drlsched.autoscale.driver import Driver, DriverConfig, RunResult
+from drlsched.autoscale.driver import VIOLATION_MINUTE_SHARE, Driver, DriverConfig, RunResult
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig
 from drlsched.autoscale.load import LoadCurve
@@ -74,6 +78,8 @@ class ScalerTrainSettings:
     """warm start: episodes of the tuned `predictive` scaler (60%, 300 s) imitated before PPO (0: none)"""
     bc_epochs: int = 8
     bc_lr: float = 1e-3
+    minute_weight: float = 0.0
+    """δ: the reward's penalty for a decision whose interval had more than 1% of its requests violating (0: none)"""
     window_h: float = 0.0
     """0: whole episodes; else each episode is this many hours of its last day (the days before are read as history
     by the observer, not simulated), half of them opening 10-50% of a window before that day's sale"""
@@ -88,6 +94,8 @@ class ScalerTrainSettings:
             raise UserError(f"--actions: {' or '.join(ACTIONS)}, got {self.actions!r}")
         if not (self.minutes > 0 and self.total_steps > 0 and self.num_envs > 0 and self.num_steps > 1):
             raise UserError("train-scaler: minutes, steps and envs must be positive")
+        if not (math.isfinite(self.minute_weight) and 0 <= self.minute_weight <= 100):
+            raise UserError(f"--violation-minute-weight must be between 0 and 100, got {self.minute_weight:g}")
         if not 1 <= self.days <= 7:
             raise UserError(f"--days must be between 1 and 7, got {self.days}")
         if not (self.window_h == 0 or 1 <= self.window_h <= 24) or (self.window_h and self.days < 2):
@@ -142,7 +150,10 @@ class _Env:
         req, bad, used, asked, acts = (a - b for a, b in zip(now, self._mark, strict=True))
         self._mark = now
         alpha, beta, gamma = self.weights
-        reward = alpha * (used / asked if asked > 0 else 0.0) - beta * (bad / req if req > 0 else 0.0) - gamma * acts
+        share = bad / req if req > 0 else 0.0
+        reward = alpha * (used / asked if asked > 0 else 0.0) - beta * share - gamma * acts
+        if share > VIOLATION_MINUTE_SHARE:
+            reward -= self.s.minute_weight
         self.ep_reward += reward
         if done:
             obs = self._reset()

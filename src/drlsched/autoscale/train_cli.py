@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--window-hours", type=float, default=d.window_h, metavar="H",
                    help="episodes of H hours (1-24) of the last day, half of them around its sale, the days before "
                         "read as history (default 0: whole episodes)")
+    p.add_argument("--violation-minute-weight", type=float, default=d.minute_weight, metavar="W",
+                   help="also take W from the reward of a decision whose 15 s had more than 1%% of requests "
+                        "violating: the shape of the violation-minutes metric (default 0: the preset alone)")
     p.add_argument("--bc-episodes", type=non_negative_int, default=d.bc_episodes,
                    help=f"imitate the tuned predictive scaler on this many episodes first (default {d.bc_episodes}; 0: "
                         "none)")
@@ -57,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
                             minutes=args.minutes,
                             total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
                             node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed,
-                            window_h=args.window_hours, bc_episodes=args.bc_episodes)
+                            window_h=args.window_hours, bc_episodes=args.bc_episodes,
+                            minute_weight=args.violation_minute_weight)
     s.validate()
     out = make_output_dir(args.out)
     bar = None
