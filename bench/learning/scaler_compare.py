@@ -37,10 +37,11 @@ TUNED = {"hpa-default": {"scaler": "hpa", "target_utilization": 80},
 
 
 def best_tuned(per: dict[str, Any]) -> str:
-    ok = [n for n in ("hpa", "overprovision", "predictive") if per[n]["sla_violation_rate"]["mean"] <= 0.01]
+    run = [n for n in ("hpa", "overprovision", "predictive") if n in per]
+    ok = [n for n in run if per[n]["sla_violation_rate"]["mean"] <= 0.01]
     if ok:
         return min(ok, key=lambda n: per[n]["replica_hours"]["mean"])
-    return min(("hpa", "overprovision", "predictive"), key=lambda n: per[n]["sla_violation_rate"]["mean"])
+    return min(run, key=lambda n: per[n]["sla_violation_rate"]["mean"])
 
 
 def main() -> None:
@@ -50,11 +51,19 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--days", default="1998-06-18,1998-06-21,1998-06-24")
     ap.add_argument("--step", type=float, default=5.0)
+    ap.add_argument("--tuned", default=",".join(TUNED),
+                    help="the tuned scalers to run (default all; e.g. predictive alone for validation picks)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="bench/results/scaler_compare.json")
     a = ap.parse_args()
     learned = dict(x.split("=", 1) for x in a.policies.split(",") if x)
-    scalers = {**TUNED, **{n: {"scaler": f"ppo:{Path(p).resolve()}"} for n, p in learned.items()}}
+    names = [n for n in a.tuned.split(",") if n]
+    if unknown := sorted(set(names) - set(TUNED)):
+        ap.error(f"--tuned: unknown {', '.join(unknown)} (of {', '.join(TUNED)})")
+    tuned = {n: TUNED[n] for n in names}
+    if not set(tuned) & {"hpa", "overprovision", "predictive"}:
+        ap.error("--tuned: name at least one of hpa, overprovision, predictive")
+    scalers = {**tuned, **{n: {"scaler": f"ppo:{Path(p).resolve()}"} for n, p in learned.items()}}
     split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     windows = [("flash-sale", int(s)) for s in split(a.seeds)] + [("worldcup98", d) for d in split(a.days)]
     t0 = time.perf_counter()
@@ -84,7 +93,7 @@ def main() -> None:
                                    or (rh_ratio["mean"] <= 0.9 and total_vm[0] <= total_vm[1]))}
         results[kind] = per
     out = {"bench": "scaler_compare", "nodes": a.nodes, "node_autoscaler": "cluster-autoscaler", "step_s": a.step,
-           "windows": [list(w) for w in windows], "policies": learned, "tuned": TUNED, "results": results,
+           "windows": [list(w) for w in windows], "policies": learned, "tuned": tuned, "results": results,
            "wall_s": round(time.perf_counter() - t0, 1), "machine": machine_info()}
     write_result(out, a.out)
 
