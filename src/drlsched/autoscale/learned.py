@@ -3,8 +3,7 @@
 Network (`ScalerNet`): an encoder over the `scaler_obs` history window — LSTM(64) → Dense(32, ReLU), the seed
 article's design, or `none` (the newest sync only, through an MLP of the same size: the no-history ablation) — then
 a policy head (one logit per action: per `MULTIPLIERS` entry, or per `STEPS` entry for step actions) and a value
-head. Every action is always valid, so there is no
-mask.
+head. Every action is always valid, so there is no mask.
 
 Checkpoint: a dict readable by `torch.load(..., weights_only=True)` with format "drlsched-scaler", the observation
 spec version (2: absolute actions, 3: step actions; both are read), the network's dimensions, free-form training

@@ -38,7 +38,7 @@ from drlsched.autoscale.driver import VIOLATION_MINUTE_SHARE, Driver, DriverConf
 from drlsched.autoscale.flash_sale import flash_sale
 from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig
 from drlsched.autoscale.load import LoadCurve
-from drlsched.autoscale.scaler_obs import ACTIONS, MULTIPLIERS
+from drlsched.autoscale.scaler_obs import ACTIONS, MULTIPLIERS, OPENING_LEVEL
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.errors import UserError
 from drlsched.rl.reward import PRESETS
@@ -115,7 +115,7 @@ class _Env:
         self.weights = s.weights()
         self.returns: list[dict[str, float]] = []
         self.obs = self._reset()
-        self.level = 0
+        self.level = OPENING_LEVEL  # the level the last decision set (the mean multiplier of the curve)
 
     def _reset(self) -> np.ndarray:
         s = self.s
@@ -137,15 +137,13 @@ class _Env:
         try:
             obs = self.loop.send(action).copy()
             done = False
-            assert self.driver.observer is not None
-            self.level = self.driver.observer.level  # the level this decision set
         except StopIteration as stop:
             result: RunResult = stop.value
             obs, done = np.zeros_like(self.obs), True
-            assert self.driver.observer is not None
-            self.level = self.driver.observer.level
             self.returns.append({"reward": self.ep_reward, **{k: float(result.metrics[k] or 0.0) for k in (
                 "sla_violation_rate", "replica_hours", "violation_minutes")}})
+        assert self.driver.observer is not None  # made at the first decision
+        self.level = self.driver.observer.level
         now = self._sums()
         req, bad, used, asked, acts = (a - b for a, b in zip(now, self._mark, strict=True))
         self._mark = now

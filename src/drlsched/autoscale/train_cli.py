@@ -57,8 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"unknown node autoscaler {args.node_autoscaler!r}; choose one of "
                         f"{', '.join(NODE_AUTOSCALERS)}")
     s = ScalerTrainSettings(reward_preset=args.reward_preset, encoder=args.encoder, actions=args.actions,
-                            minutes=args.minutes,
-                            total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
+                            minutes=args.minutes, total_steps=args.steps, num_envs=args.envs, nodes=args.nodes,
                             node_autoscaler=args.node_autoscaler, days=args.days, seed=args.seed,
                             window_h=args.window_hours, bc_episodes=args.bc_episodes,
                             minute_weight=args.violation_minute_weight)
