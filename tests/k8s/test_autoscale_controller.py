@@ -18,7 +18,12 @@ import yaml
 
 from drlsched.cli import build_parser, main
 from drlsched.k8s import autoscale_controller, autoscale_target
-from drlsched.k8s.autoscale_controller import BASE_MIN_ANNOTATION, AutoscaleConfig, AutoscaleController
+from drlsched.k8s.autoscale_controller import (
+    BASE_MIN_ANNOTATION,
+    LEVEL_ANNOTATION,
+    AutoscaleConfig,
+    AutoscaleController,
+)
 from drlsched.k8s.autoscale_target import go_duration_s, parse_target
 
 from .test_deploy_reclaim import _permission
@@ -44,6 +49,7 @@ class FakeCluster:
         self.sample_t: float | None = T0
         self.writes: list[tuple[str, str, Any]] = []
         self.exists = True
+        self.annotations: dict[str, str] = {}
 
     def clock(self) -> float:
         return self.now
@@ -64,6 +70,8 @@ class FakeCluster:
             self.writes.append((method, path, body))
             if path.endswith("/scale"):
                 self.replicas = body["spec"]["replicas"]
+            elif path == f"/apis/apps/v1/namespaces/{NS}/{self.kind}/web":
+                self.annotations.update(body["metadata"]["annotations"])
             elif "horizontalpodautoscalers/" in path and self.hpa is not None:
                 self.hpa["spec"].update(body["spec"])
                 self.hpa["metadata"].setdefault("annotations", {}).update(
@@ -73,7 +81,8 @@ class FakeCluster:
         if path == base:
             if not self.exists:
                 raise kubernetes.client.ApiException(status=404, reason="Not Found")
-            return json.dumps({"metadata": {"name": "web", "uid": "uid-web"}, "spec": {"template": {"spec": {
+            return json.dumps({"metadata": {"name": "web", "uid": "uid-web", "annotations": self.annotations},
+                               "spec": {"template": {"spec": {
                 "containers": [{"name": "app", "resources": {"requests": {"cpu": "1"}}}]}}}}).encode()
         if path == f"{base}/scale":
             return json.dumps({"spec": {"replicas": self.replicas}, "status": {"selector": "app=web"}}).encode()
@@ -290,7 +299,7 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "autoscale-controlle
 
 
 def test_the_manifest_runs_a_command_drlsched_accepts_and_its_rbac_covers_every_call(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     objects = [o for o in yaml.safe_load_all(MANIFEST.read_text()) if o]
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -301,10 +310,11 @@ def test_the_manifest_runs_a_command_drlsched_accepts_and_its_rbac_covers_every_
     assert binding["metadata"]["namespace"] == target.namespace
     rules = [r for o in objects if o["kind"] == "ClusterRole" for r in o["rules"]]
     calls: list[tuple[str, str]] = []
-    for hpa in (None, _hpa()):  # both modes, each scaling once
+    # both modes, each scaling once; and a step scaler, which also keeps its level on the target
+    for hpa, learned in ((None, None), (_hpa(), None), (None, _step_policy(tmp_path, 2))):
         fake = FakeCluster(replicas=1, hpa=hpa)
         fake.demand_m = 6000.0
-        controller = _controller(monkeypatch, fake)  # in NS: the binding's rules, wherever it is bound
+        controller = _controller(monkeypatch, fake, learned=learned)  # in NS: the binding's rules
         recorded = fake.__call__
 
         def recording(api: object, method: str, path: str, body: Any = None, content_type: str = "",
@@ -331,9 +341,8 @@ def test_the_manifest_runs_a_command_drlsched_accepts_and_its_rbac_covers_every_
     assert lease_role["rules"][0]["verbs"] == ["get", "create", "update"]
 
 
-def test_a_step_scaler_climbs_one_level_per_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A step-action policy (spec 3) that always steps up: the controller keeps its level across passes, 1.6, 1.8,
-    2.0, 2.5, 3.0 × 2400m / 1000m, then stays at the top."""
+def _step_policy(tmp_path: Path, step: int) -> str:
+    """A step-action checkpoint (spec 3) that always takes `step` (0 down, 1 keep, 2 up)."""
     import torch
 
     from drlsched.autoscale.learned import ScalerNet, ScalerNetConfig, save_scaler
@@ -341,18 +350,70 @@ def test_a_step_scaler_climbs_one_level_per_pass(monkeypatch: pytest.MonkeyPatch
     net = ScalerNet(ScalerNetConfig(encoder="none"), actions="step")
     with torch.no_grad():
         net.actor[-1].weight.zero_()
-        net.actor[-1].bias.copy_(torch.tensor([0.0, 0.0, 10.0]))
-    path = tmp_path / "step.pt"
+        net.actor[-1].bias.copy_(torch.tensor([10.0 * (a == step) for a in range(3)]))
+    path = tmp_path / f"step-{step}.pt"
     save_scaler(path, net, {"kind": "scaler"})
+    return str(path)
+
+
+def test_a_step_scaler_climbs_one_level_per_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A step-action policy that always steps up: the controller keeps its level across passes, 1.6, 1.8, 2.0, 2.5,
+    3.0 × 2400m / 1000m, then stays at the top; the level in force is on the target's annotation."""
     fake = FakeCluster(replicas=2)
-    controller = _controller(monkeypatch, fake, learned=str(path))
+    controller = _controller(monkeypatch, fake, learned=_step_policy(tmp_path, 2))
     fake.demand_m = 2400.0
-    desired = []
+    desired, levels = [], []
     for _ in range(6):
-        desired.append(controller.reconcile(True).desired)
+        result = controller.reconcile(True)
+        desired.append(result.desired)
+        levels.append(result.multiplier)
         fake.now += 15.0
         fake.sample_t = fake.now
     assert desired == [4, 5, 5, 6, 8, 8]
+    assert levels == [1.6, 1.8, 2.0, 2.5, 3.0, 3.0]
+    assert fake.annotations == {LEVEL_ANNOTATION: "3"}
+    workload = f"/apis/apps/v1/namespaces/{NS}/deployments/web"
+    assert len([b for m, p, b in fake.writes if m == "PATCH" and p == workload]) == 5  # only when the level changes
+
+
+def test_a_step_scalers_level_survives_a_restart_and_a_standby_follows_it(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    """The leader climbs to 1.8; a standby takes the leader's level each pass (and never writes); a successor that
+    only keeps continues at 1.8 (5 replicas), not at the opening 1.5 (4)."""
+    fake = FakeCluster(replicas=2)
+    fake.demand_m = 2400.0
+    up, keep = _step_policy(tmp_path, 2), _step_policy(tmp_path, 1)
+    leader = _controller(monkeypatch, fake, learned=up)
+    standby = _controller(monkeypatch, fake, learned=up)
+    seen = []
+    for _ in range(2):
+        assert leader.reconcile(True).multiplier is not None
+        writes = len(fake.writes)
+        seen.append(standby.reconcile(False).multiplier)  # the leader's level, then its own step up
+        assert len(fake.writes) == writes
+        fake.now += 15.0
+        fake.sample_t = fake.now
+    assert seen == [1.8, 2.0] and fake.annotations == {LEVEL_ANNOTATION: "1.8"}
+    successor = _controller(monkeypatch, fake, learned=keep)
+    first = successor.reconcile(True)
+    assert (first.multiplier, first.desired) == (1.8, 5)
+    fresh = FakeCluster(replicas=2)
+    fresh.demand_m = 2400.0
+    alone = _controller(monkeypatch, fresh, learned=keep)
+    assert alone.reconcile(True).desired == 4  # no annotation: the opening level
+
+
+def test_a_bad_level_annotation_is_logged_and_overwritten(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeCluster(replicas=2)
+    fake.demand_m = 2400.0
+    fake.annotations[LEVEL_ANNOTATION] = "7"
+    controller = _controller(monkeypatch, fake, learned=_step_policy(tmp_path, 1))
+    with caplog.at_level("WARNING", logger="drlsched.k8s"):
+        result = controller.reconcile(True)
+    assert (result.multiplier, result.desired) == (1.5, 4)
+    assert "is none of the multipliers" in caplog.text
+    assert fake.annotations == {LEVEL_ANNOTATION: "1.5"}
 
 
 def test_a_learned_scaler_sets_the_count_from_its_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ class ScalerObserver:
         self._log_max = math.log1p(spec.max_replicas)
         self.base = 0.0
         self._bases: deque[tuple[float, float]] = deque()
+        self.syncs = 0
 
     def observe(self, now: float, rate: float, ready: int, replicas: int, violating: float) -> np.ndarray:
         """Fold one sync into the window; returns the window (a view: copy it to keep it)."""
@@ -88,9 +89,19 @@ class ScalerObserver:
                max(-1.0, min(1.0, log_need - self._log_need)), math.sin(hour), math.cos(hour), violating,
                *((self._level_feature(),) if self.actions == "step" else ()))
         self._log_need = log_need
+        self.syncs += 1
         self.window[:-1] = self.window[1:]
         self.window[-1] = row
         return self.window
+
+    def resume(self, level: int) -> None:
+        """Continue from `level` (a step scaler's level another process had in force: a restart, a new leader).
+        Before the first sync the whole window shows it, as a fresh window shows the opening level."""
+        if not 0 <= level < len(MULTIPLIERS):
+            raise ValueError(f"no multiplier level {level}")
+        self.level = level
+        if self.actions == "step" and self.syncs == 0:
+            self.window[:, F_SCALER] = self._level_feature()
 
     def _level_feature(self) -> float:
         return self.level / (len(MULTIPLIERS) - 1)

@@ -32,6 +32,11 @@ a Warning Event `NotScalable` on it and the controller stops (`refused` says why
 
 Every replica of the controller reads and forecasts each pass (a standby's forecast is warm when it takes over);
 only the leader writes (the Manager's gated client refuses anything else).
+
+A step-action learned scaler (`--scaler ppo:PATH` of `train-scaler --actions step`) moves a multiplier level that
+lasts until undone, so the level is state a restart would lose: the leader keeps it in the annotation
+`LEVEL_ANNOTATION` on the target whenever it changes; a standby takes it from there every pass and a new leader
+(or a restarted one) on its first pass as leader, so the count does not jump back to the opening level's.
 """
 
 from __future__ import annotations
@@ -51,14 +56,16 @@ from drlsched.autoscale.hpa import Behavior, HorizontalPodAutoscaler, HPAConfig
 from drlsched.autoscale.learned import LearnedScaler, load_scaler
 from drlsched.autoscale.predictive import PredictiveConfig, PredictiveScaler
 from drlsched.autoscale.replicas import RUNNING, Pod, PodMetric
-from drlsched.autoscale.scaler_obs import ScalerObserver
+from drlsched.autoscale.scaler_obs import MULTIPLIERS, OPENING_LEVEL, ScalerObserver
 from drlsched.autoscale.services import ServiceSpec
 from drlsched.k8s import prom
 from drlsched.k8s.autoscale_target import (
     Target,
     TargetRefused,
     Workload,
+    annotate,
     find_hpa,
+    get_json,
     hpa_cpu_target,
     list_pods,
     pod_metrics,
@@ -72,6 +79,7 @@ from drlsched.k8s.events import EventRecorder
 log = logging.getLogger("drlsched.k8s")
 COMPONENT = "drlsched-autoscale"
 BASE_MIN_ANNOTATION = "autoscale.drlsched.io/base-min-replicas"
+LEVEL_ANNOTATION = "autoscale.drlsched.io/step-multiplier"
 HPA_FLOOR, REPLICAS = "hpa-floor", "replicas"
 
 
@@ -105,6 +113,7 @@ class Pass:
     metrics: str = ""  # fresh | stale | missing
     action: str = ""  # scaled | held | unchanged | disabled
     message: str = ""
+    multiplier: float | None = None  # a step scaler's level in force after the pass
 
 
 @dataclass
@@ -127,6 +136,8 @@ class AutoscaleController:
     # The clock metrics.k8s.io timestamps are on, where `clock` is another (a replay's workload time): sample ages
     # are measured on it, in its seconds.
     sample_clock: Callable[[], float] | None = None
+    level_stored: int | None = field(default=None, init=False)  # the level LEVEL_ANNOTATION holds, as last seen
+    led: bool = field(default=False, init=False)  # the previous pass was the leader's
 
     def __post_init__(self) -> None:
         self.learned = load_scaler(self.config.learned) if self.config.learned else None
@@ -176,10 +187,41 @@ class AutoscaleController:
         if self.sample_clock is not None:
             shift = now - self.sample_clock()
             metrics = {n: replace(m, timestamp_s=m.timestamp_s + shift) for n, m in metrics.items()}
+        if self._steps() and not (leading and self.led):
+            self._resume_level(hpa)
+        self.led = leading
         self.last = self._decide(now, scale.replicas, hpa, pods, metrics)
         if leading:
             self._apply(hpa, self.last)
+            self._store_level()
         return self.last
+
+    def _steps(self) -> bool:
+        return self.learned is not None and self.learned.actions == "step"
+
+    def _resume_level(self, hpa: dict[str, Any] | None) -> None:
+        """Take the level in force from the target's annotation (absent: keep this process's own)."""
+        text = (get_json(self.api, self.target.path)["metadata"].get("annotations") or {}).get(LEVEL_ANNOTATION)
+        if text is None:
+            return
+        try:
+            level = MULTIPLIERS.index(float(text))
+        except ValueError:
+            if self.level_stored != -1:
+                log.warning("autoscale %s: annotation %s=%r is none of the multipliers %s: keeping level %s",
+                            self.target, LEVEL_ANNOTATION, text, MULTIPLIERS,
+                            MULTIPLIERS[self.observer.level] if self.observer else MULTIPLIERS[OPENING_LEVEL])
+            self.level_stored = -1  # rewritten with the level in force on the leader's next pass
+            return
+        self.observer = self.observer or self._observer(hpa)
+        self.observer.resume(level)
+        self.level_stored = level
+
+    def _store_level(self) -> None:
+        if not self._steps() or self.observer is None or self.observer.level == self.level_stored:
+            return
+        annotate(self.api, self.target, LEVEL_ANNOTATION, f"{MULTIPLIERS[self.observer.level]:g}")
+        self.level_stored = self.observer.level
 
     def warm_start(self, history: Iterable[tuple[float, float]]) -> None:
         """Folds a history of the workload's CPU demand, (time on `clock`, millicores) in time order, into the
@@ -267,9 +309,10 @@ class AutoscaleController:
         window = self.observer.observe(now, demand, ready, replicas, 0.0)
         desired = self.observer.apply(self.learned.act(window))
         forecast = math.ceil(self.observer.forecast_need) if self.observer.forecast_need else None
+        multiplier = MULTIPLIERS[self.observer.level] if self._steps() else None
         if hpa is not None:
-            return Pass(mode, current, self._stabilized(now, current, desired), forecast, None, demand, "fresh")
-        return Pass(mode, current, desired, forecast, None, demand, "fresh")
+            desired = self._stabilized(now, current, desired)
+        return Pass(mode, current, desired, forecast, None, demand, "fresh", multiplier=multiplier)
 
     def _observer(self, hpa: dict[str, Any] | None) -> ScalerObserver:
         assert self.workload is not None and self.learned is not None

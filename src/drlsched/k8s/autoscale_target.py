@@ -141,6 +141,12 @@ def write_scale(api: kubernetes.client.ApiClient, target: Target, replicas: int)
             content_type="application/merge-patch+json")
 
 
+def annotate(api: kubernetes.client.ApiClient, target: Target, key: str, value: str) -> None:
+    """Set one annotation on the workload (its metadata only: no rollout)."""
+    request(api, "PATCH", target.path, {"metadata": {"annotations": {key: value}}},
+            content_type="application/merge-patch+json")
+
+
 def find_hpa(api: kubernetes.client.ApiClient, target: Target) -> dict[str, Any] | None:
     """The autoscaling/v2 HPA whose scaleTargetRef is the target (the first by name if several: the HPA
     controller itself refuses to act on a target two HPAs share)."""
