@@ -388,6 +388,7 @@ def test_a_step_scalers_level_survives_a_restart_and_a_standby_follows_it(monkey
     seen = []
     for _ in range(2):
         assert leader.reconcile(True).multiplier is not None
+        leader.events.drain()  # its Event is posted from a thread: not the standby's write
         writes = len(fake.writes)
         seen.append(standby.reconcile(False).multiplier)  # the leader's level, then its own step up
         assert len(fake.writes) == writes
